@@ -1,0 +1,32 @@
+##
+## amlapi netmod: MPI glue (this directory) over the aml message layer (aml/).
+##
+
+if BUILD_CH4_NETMOD_AMLAPI
+
+AM_CPPFLAGS += -I$(top_srcdir)/src/mpid/ch4/netmod/amlapi/aml
+
+noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_impl.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_am.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_progress.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_proc.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_request.h \
+                  src/mpid/ch4/netmod/amlapi/netmod_inline.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml_impl.h
+
+mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_init.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_am.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_core.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_onepacket.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_eager.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_rndv.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_rma.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_sync.c
+
+errnames_txt_files += src/mpid/ch4/netmod/amlapi/errnames.txt
+
+endif

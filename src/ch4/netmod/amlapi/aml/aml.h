@@ -1,0 +1,223 @@
+/*
+ * aml -- the amlapi message layer.
+ *
+ * A LAPI / Blue Gene/L message-layer style API over UCX UCP: active messages whose header
+ * handler, run on the first packet, chooses where the data lands; completion handlers run in
+ * the dispatcher's context; origin/target/completion counters; put/get/rmw on registered
+ * memory; fences. No MPI here: the MPI glue (../amlapi_*.[ch]) maps MPICH onto this API and
+ * the unit tests in test/aml drive it directly.
+ *
+ * Threading: one aml_t is used by one thread at a time (the MPI glue holds MPICH's lock).
+ */
+#ifndef AML_H_INCLUDED
+#define AML_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct aml aml_t;
+
+typedef enum {
+    AML_OK = 0,
+    AML_ERR_INVAL,              /* invalid argument */
+    AML_ERR_NOMEM,              /* out of memory */
+    AML_ERR_TRANSPORT,          /* UCX reported an error */
+    AML_ERR_NOT_SUPPORTED,      /* valid request this build/mode cannot do */
+    AML_ERR_RANGE,              /* address range outside registered memory */
+    AML_ERR_STATE               /* called in the wrong state (e.g. before aml_connect) */
+} aml_status_t;
+
+const char *aml_strerror(int status);
+
+/* Point-to-point protocols (seed 002 Table 1). */
+typedef enum {
+    AML_PROTO_AUTO = 0,         /* choose per message */
+    AML_PROTO_ONEPACKET,        /* header + data in one packet */
+    AML_PROTO_EAGER,            /* ordered multi-packet */
+    AML_PROTO_RNDV,             /* scout, receiver pulls, done */
+    AML_PROTO_COUNT
+} aml_proto_t;
+
+const char *aml_proto_name(int proto);
+
+typedef enum {
+    AML_PROGRESS_POLLING = 0
+} aml_progress_mode_t;
+
+/* Called on a fatal error (malformed packet, transport failure in a handler). Must not
+ * return; if it does, aml aborts. */
+typedef void (*aml_fatal_fn_t) (void *arg, const char *msg);
+
+typedef struct aml_config {
+    int rank;                   /* this process, 0 <= rank < size */
+    int size;
+    size_t packet_size;         /* bytes per packet incl. headers; 0 = default (8192) */
+    size_t eager_limit;         /* data bytes above which rendezvous is used */
+    int protocol;               /* aml_proto_t: AML_PROTO_AUTO, _EAGER or _RNDV */
+    int progress_mode;          /* aml_progress_mode_t */
+    aml_fatal_fn_t fatal;       /* NULL: print to stderr and abort() */
+    void *fatal_arg;
+} aml_config_t;
+
+void aml_config_default(aml_config_t * cfg);
+
+/* --- setup ---------------------------------------------------------------------------- */
+
+/* Creates the UCX context and worker. Communication needs aml_connect. */
+int aml_init(const aml_config_t * cfg, aml_t ** aml);
+/* This process's worker address, to be exchanged by the embedder (PMI, a launcher). */
+int aml_local_address(aml_t * aml, const void **addr, size_t * len);
+/* Connects to every rank: table + i * stride is rank i's address. */
+int aml_connect(aml_t * aml, const void *table, size_t stride);
+/* Waits until every operation this process started has completed locally and every incoming
+ * message has been delivered. Call before the embedder's final barrier. */
+int aml_quiesce(aml_t * aml);
+/* Releases everything. After the embedder's barrier: no traffic is exchanged any more. */
+int aml_finalize(aml_t * aml);
+
+/* --- environment (LAPI_Qenv / LAPI_Senv) ------------------------------------------------ */
+
+typedef enum {
+    AML_Q_RANK,                 /* get */
+    AML_Q_SIZE,                 /* get */
+    AML_Q_PACKET_SIZE,          /* get */
+    AML_Q_MAX_UHDR,             /* get: largest user header */
+    AML_Q_ONEPACKET_LIMIT,      /* get: largest data of a one-packet message (0 B header) */
+    AML_Q_EAGER_LIMIT,          /* get/set */
+    AML_Q_PROTOCOL,             /* get/set: aml_proto_t forced protocol or AUTO */
+    AML_Q_PROGRESS_MODE,        /* get */
+    AML_Q_MAX_HANDLERS,         /* get: user handler ids are 0 .. value-1 */
+    AML_Q_MSGS_SENT,            /* get: messages sent with protocol (val in: aml_proto_t) */
+    AML_Q_BYTES_SENT            /* get: data bytes sent with protocol */
+} aml_query_t;
+
+/* For AML_Q_MSGS_SENT/AML_Q_BYTES_SENT, *val holds the protocol on entry. */
+int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val);
+int aml_senv(aml_t * aml, aml_query_t q, int64_t val);
+
+/* --- counters --------------------------------------------------------------------------- */
+
+typedef struct aml_cntr {
+    volatile int64_t value;
+    uint64_t registered;        /* internal */
+} aml_cntr_t;
+
+/* A counter must be initialized before a remote message names it as target counter. */
+int aml_cntr_init(aml_t * aml, aml_cntr_t * c, int64_t value);
+int aml_cntr_destroy(aml_t * aml, aml_cntr_t * c);
+int64_t aml_cntr_get(const aml_cntr_t * c);
+void aml_cntr_set(aml_cntr_t * c, int64_t value);
+/* Progresses until value >= val, then subtracts val (LAPI_Waitcntr). */
+int aml_cntr_wait(aml_t * aml, aml_cntr_t * c, int64_t val);
+
+/* --- active messages -------------------------------------------------------------------- */
+
+typedef void (*aml_compl_fn_t) (aml_t * aml, void *arg);
+/* Receives the message's bytes [offset, offset+len) when the handler asked for unpacking. */
+typedef void (*aml_unpack_fn_t) (void *arg, size_t offset, const void *data, size_t len);
+
+typedef struct aml_msg_info {
+    int src;                    /* sender rank */
+    const void *uhdr;           /* user header (8-byte aligned), valid during the handler */
+    size_t uhdr_len;
+    size_t msg_len;             /* total data bytes */
+    const void *data;           /* non-NULL iff all data is in hand (one-packet): the handler
+                                 * may consume it directly, valid during the handler */
+    int protocol;               /* aml_proto_t used by the sender */
+} aml_msg_info_t;
+
+/* What the header handler returns: where the data lands and what runs afterwards. */
+typedef struct aml_recv {
+    void *buf;                  /* contiguous landing area of msg_len bytes, or NULL */
+    aml_unpack_fn_t unpack;     /* used when buf == NULL: called per piece, in order */
+    void *unpack_arg;
+    aml_compl_fn_t compl_fn;    /* runs in the dispatcher after all data landed; may send */
+    void *compl_arg;
+} aml_recv_t;
+
+/* Header handler: runs in the dispatcher on the first packet, must not block. When
+ * info->data is non-NULL the handler may consume the data and leave buf/unpack NULL.
+ * Otherwise, when msg_len > 0, it must set buf or unpack. Returns 0; non-zero is fatal. */
+typedef int (*aml_hdr_handler_t) (aml_t * aml, void *ctx, const aml_msg_info_t * info,
+                                  aml_recv_t * recv);
+
+#define AML_MAX_HANDLERS 64
+#define AML_UHDR_LIMIT 1024     /* no user header is ever longer (see AML_Q_MAX_UHDR) */
+int aml_register_handler(aml_t * aml, unsigned id, aml_hdr_handler_t fn, void *ctx);
+
+/* One active-message transfer (LAPI_Xfer). uhdr is copied before return; data must stay
+ * untouched until the origin counter/handler fires. */
+typedef struct aml_xfer {
+    int peer;
+    unsigned handler;
+    const void *uhdr;
+    size_t uhdr_len;
+    const void *data;
+    size_t len;
+    aml_cntr_t *tgt_cntr;       /* counter in the TARGET's address space, or NULL */
+    aml_cntr_t *org_cntr;       /* incremented when data may be reused */
+    aml_cntr_t *cmpl_cntr;      /* incremented when the target completed the message */
+    aml_compl_fn_t org_fn;      /* called when data may be reused (after org_cntr) */
+    void *org_arg;
+    int protocol;               /* AML_PROTO_AUTO, or force one */
+} aml_xfer_t;
+
+int aml_xfer(aml_t * aml, const aml_xfer_t * x);
+
+static inline int aml_amsend(aml_t * aml, int peer, unsigned handler, const void *uhdr,
+                             size_t uhdr_len, const void *data, size_t len,
+                             aml_cntr_t * tgt_cntr, aml_cntr_t * org_cntr,
+                             aml_cntr_t * cmpl_cntr)
+{
+    aml_xfer_t x = { peer, handler, uhdr, uhdr_len, data, len, tgt_cntr, org_cntr, cmpl_cntr,
+        NULL, NULL, AML_PROTO_AUTO
+    };
+    return aml_xfer(aml, &x);
+}
+
+/* --- one-sided ------------------------------------------------------------------------- */
+
+/* Exposes [addr, addr+len) to remote put/get/rmw. Remote operations outside registered
+ * memory are fatal errors at the target naming the origin. */
+int aml_mem_register(aml_t * aml, void *addr, size_t len);
+int aml_mem_deregister(aml_t * aml, void *addr);
+
+int aml_put(aml_t * aml, int peer, void *tgt_addr, const void *org_addr, size_t len,
+            aml_cntr_t * tgt_cntr, aml_cntr_t * org_cntr, aml_cntr_t * cmpl_cntr);
+int aml_get(aml_t * aml, int peer, const void *tgt_addr, void *org_addr, size_t len,
+            aml_cntr_t * tgt_cntr, aml_cntr_t * org_cntr);
+
+typedef enum {
+    AML_RMW_FETCH_ADD = 1,      /* *tgt += in[0] */
+    AML_RMW_SWAP,               /* *tgt = in[0] */
+    AML_RMW_CMP_SWAP            /* if (*tgt == in[0]) *tgt = in[1] */
+} aml_rmw_op_t;
+
+/* 64-bit atomic read-modify-write at the target; *prev gets the old value, then org_cntr
+ * is incremented. tgt_var must be 8-byte aligned and registered. */
+int aml_rmw(aml_t * aml, int peer, aml_rmw_op_t op, int64_t * tgt_var, const int64_t * in,
+            int64_t * prev, aml_cntr_t * org_cntr);
+
+/* --- synchronization ------------------------------------------------------------------- */
+
+/* Returns when everything this process sent to peer has completed at peer (data in place,
+ * handlers run) and every get/rmw it issued to peer has returned. */
+int aml_fence(aml_t * aml, int peer);
+/* Collective: fence with every peer, then barrier. */
+int aml_gfence(aml_t * aml);
+/* Collective all-gather of one pointer-sized value: table[i] = rank i's value. */
+int aml_address_init(aml_t * aml, uintptr_t mine, uintptr_t * table);
+
+/* --- progress -------------------------------------------------------------------------- */
+
+/* Polls the transport and runs handlers. Returns the number of events handled. */
+int aml_progress(aml_t * aml);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AML_H_INCLUDED */

@@ -1,0 +1,957 @@
+/*
+ * aml core: setup, the packet dispatcher (sequencing, validation), send descriptors,
+ * counters, registered memory, protocol choice, progress.
+ */
+#include "aml_impl.h"
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const pkt_names[AML_PKT_TYPE_MAX] = {
+    [0] = "UNKNOWN",
+    [AML_PKT_ONE] = "ONE",
+    [AML_PKT_EAGER_FIRST] = "EAGER_FIRST",
+    [AML_PKT_EAGER_CONT] = "EAGER_CONT",
+    [AML_PKT_RNDV_SCOUT] = "RNDV_SCOUT",
+    [AML_PKT_RNDV_DONE] = "RNDV_DONE",
+    [AML_PKT_CMPL] = "CMPL",
+    [AML_PKT_GET_REQ] = "GET_REQ",
+    [AML_PKT_RMW_REQ] = "RMW_REQ",
+    [AML_PKT_RMW_REPLY] = "RMW_REPLY",
+    [AML_PKT_FENCE_REQ] = "FENCE_REQ",
+    [AML_PKT_FENCE_ACK] = "FENCE_ACK",
+};
+
+const char *aml_pkt_name(int type)
+{
+    return (type > 0 && type < AML_PKT_TYPE_MAX) ? pkt_names[type] : "UNKNOWN";
+}
+
+const char *aml_strerror(int status)
+{
+    switch (status) {
+        case AML_OK:
+            return "success";
+        case AML_ERR_INVAL:
+            return "invalid argument";
+        case AML_ERR_NOMEM:
+            return "out of memory";
+        case AML_ERR_TRANSPORT:
+            return "transport (UCX) error";
+        case AML_ERR_NOT_SUPPORTED:
+            return "not supported";
+        case AML_ERR_RANGE:
+            return "address range not registered";
+        case AML_ERR_STATE:
+            return "called in the wrong state";
+        default:
+            return "unknown aml status";
+    }
+}
+
+const char *aml_proto_name(int proto)
+{
+    static const char *const n[AML_PROTO_COUNT] = { "auto", "onepacket", "eager", "rndv" };
+    return (proto >= 0 && proto < AML_PROTO_COUNT) ? n[proto] : "unknown";
+}
+
+/* ---- fatal errors ------------------------------------------------------------------ */
+
+static void vfatal(aml_t * aml, const char *fmt, va_list ap) __attribute__ ((noreturn));
+static void vfatal(aml_t * aml, const char *fmt, va_list ap)
+{
+    char msg[512];
+    int n = snprintf(msg, sizeof(msg), "aml: fatal error on rank %d: ", aml ? aml->rank : -1);
+    vsnprintf(msg + n, sizeof(msg) - n, fmt, ap);
+    if (aml && aml->cfg.fatal)
+        aml->cfg.fatal(aml->cfg.fatal_arg, msg);
+    fprintf(stderr, "%s\n", msg);
+    fflush(stderr);
+    abort();
+}
+
+void aml_fatal(aml_t * aml, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfatal(aml, fmt, ap);
+}
+
+void aml_fatal_pkt(aml_t * aml, const aml_pkt_t * pkt, const char *fmt, ...)
+{
+    char what[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    aml_fatal(aml, "malformed packet from rank %u: type %s (%u): %s", pkt->src,
+              aml_pkt_name(pkt->type), pkt->type, what);
+}
+
+/* ---- hash table ----------------------------------------------------------------------- */
+
+static inline size_t hslot(const aml_htab_t * t, uint64_t key)
+{
+    key ^= key >> 29;
+    key *= 0xbf58476d1ce4e5b9ULL;
+    key ^= key >> 32;
+    return key & (t->nb - 1);
+}
+
+int aml_htab_init(aml_htab_t * t, size_t nb)
+{
+    t->b = calloc(nb, sizeof(*t->b));
+    t->nb = nb;
+    t->count = 0;
+    return t->b ? AML_OK : AML_ERR_NOMEM;
+}
+
+void aml_htab_free(aml_htab_t * t)
+{
+    free(t->b);
+    t->b = NULL;
+}
+
+void aml_htab_put(aml_htab_t * t, aml_hent_t * e, uint64_t key)
+{
+    size_t s = hslot(t, key);
+    e->key = key;
+    e->next = t->b[s];
+    t->b[s] = e;
+    t->count++;
+}
+
+aml_hent_t *aml_htab_get(aml_htab_t * t, uint64_t key)
+{
+    for (aml_hent_t * e = t->b[hslot(t, key)]; e; e = e->next)
+        if (e->key == key)
+            return e;
+    return NULL;
+}
+
+aml_hent_t *aml_htab_del(aml_htab_t * t, uint64_t key)
+{
+    for (aml_hent_t ** p = &t->b[hslot(t, key)]; *p; p = &(*p)->next) {
+        if ((*p)->key == key) {
+            aml_hent_t *e = *p;
+            *p = e->next;
+            t->count--;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* ---- configuration and environment ---------------------------------------------------- */
+
+void aml_config_default(aml_config_t * cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->packet_size = 8192;
+    cfg->eager_limit = 65536;
+    cfg->protocol = AML_PROTO_AUTO;
+    cfg->progress_mode = AML_PROGRESS_POLLING;
+}
+
+int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
+{
+    if (!aml || !val)
+        return AML_ERR_INVAL;
+    switch (q) {
+        case AML_Q_RANK:
+            *val = aml->rank;
+            break;
+        case AML_Q_SIZE:
+            *val = aml->size;
+            break;
+        case AML_Q_PACKET_SIZE:
+            *val = (int64_t) aml->packet_size;
+            break;
+        case AML_Q_MAX_UHDR:
+            *val = (int64_t) aml->max_uhdr;
+            break;
+        case AML_Q_ONEPACKET_LIMIT:
+            *val = (int64_t) (aml->packet_size - sizeof(aml_pkt_t));
+            break;
+        case AML_Q_EAGER_LIMIT:
+            *val = (int64_t) aml->eager_limit;
+            break;
+        case AML_Q_PROTOCOL:
+            *val = aml->protocol;
+            break;
+        case AML_Q_PROGRESS_MODE:
+            *val = aml->cfg.progress_mode;
+            break;
+        case AML_Q_MAX_HANDLERS:
+            *val = AML_MAX_HANDLERS;
+            break;
+        case AML_Q_MSGS_SENT:
+        case AML_Q_BYTES_SENT:
+            if (*val < 0 || *val >= AML_PROTO_COUNT)
+                return AML_ERR_INVAL;
+            *val = (q == AML_Q_MSGS_SENT) ? aml->msgs[*val] : aml->bytes[*val];
+            break;
+        default:
+            return AML_ERR_INVAL;
+    }
+    return AML_OK;
+}
+
+static int check_protocol(int p)
+{
+    return p == AML_PROTO_AUTO || p == AML_PROTO_EAGER || p == AML_PROTO_RNDV;
+}
+
+int aml_senv(aml_t * aml, aml_query_t q, int64_t val)
+{
+    if (!aml)
+        return AML_ERR_INVAL;
+    switch (q) {
+        case AML_Q_EAGER_LIMIT:
+            if (val < 0)
+                return AML_ERR_INVAL;
+            aml->eager_limit = (size_t) val;
+            return AML_OK;
+        case AML_Q_PROTOCOL:
+            if (!check_protocol((int) val))
+                return AML_ERR_INVAL;
+            aml->protocol = (int) val;
+            return AML_OK;
+        default:
+            return AML_ERR_INVAL;       /* read-only or unknown */
+    }
+}
+
+/* ---- setup ---------------------------------------------------------------------------- */
+
+static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length,
+                               void *data, size_t length, const ucp_am_recv_param_t * param);
+
+int aml_init(const aml_config_t * cfg, aml_t ** out)
+{
+    ucp_config_t *ucfg = NULL;
+    ucp_params_t params;
+    ucp_worker_params_t wparams;
+    ucp_worker_attr_t wattr;
+    ucp_am_handler_param_t hparam;
+    aml_t *aml;
+    int rc = AML_ERR_TRANSPORT;
+
+    if (!cfg || !out || cfg->size <= 0 || cfg->rank < 0 || cfg->rank >= cfg->size)
+        return AML_ERR_INVAL;
+    if (cfg->packet_size && (cfg->packet_size < 512 || cfg->packet_size > (1 << 20)))
+        return AML_ERR_INVAL;
+    if (!check_protocol(cfg->protocol))
+        return AML_ERR_INVAL;
+    if (cfg->progress_mode != AML_PROGRESS_POLLING)
+        return AML_ERR_NOT_SUPPORTED;
+
+    aml = calloc(1, sizeof(*aml));
+    if (!aml)
+        return AML_ERR_NOMEM;
+    aml->cfg = *cfg;
+    aml->rank = cfg->rank;
+    aml->size = cfg->size;
+    aml->packet_size = cfg->packet_size ? cfg->packet_size : 8192;
+    aml->eager_limit = cfg->eager_limit;
+    aml->protocol = cfg->protocol;
+    aml->next_msg_id = 1;
+    aml->peers = calloc(cfg->size, sizeof(aml_peer_t));
+    if (!aml->peers || aml_htab_init(&aml->waits, 1024) || aml_htab_init(&aml->replies, 256) ||
+        aml_htab_init(&aml->cntrs, 256)) {
+        rc = AML_ERR_NOMEM;
+        goto fail;
+    }
+
+    if (ucp_config_read(NULL, NULL, &ucfg) != UCS_OK)
+        goto fail;
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
+    params.estimated_num_eps = cfg->size;
+    if (ucp_init(&params, ucfg, &aml->ctx) != UCS_OK)
+        goto fail;
+    ucp_config_release(ucfg);
+    ucfg = NULL;
+
+    memset(&wparams, 0, sizeof(wparams));
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    if (ucp_worker_create(aml->ctx, &wparams, &aml->worker) != UCS_OK)
+        goto fail;
+    if (ucp_worker_get_address(aml->worker, &aml->addr, &aml->addr_len) != UCS_OK)
+        goto fail;
+
+    /* The user header travels in UCX's AM header together with our packet header. */
+    wattr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    if (ucp_worker_query(aml->worker, &wattr) != UCS_OK)
+        goto fail;
+    aml->max_uhdr = AML_MAX_UHDR;
+    if (wattr.max_am_header < sizeof(aml_pkt_t) + 64)
+        goto fail;
+    if (wattr.max_am_header - sizeof(aml_pkt_t) < aml->max_uhdr)
+        aml->max_uhdr = wattr.max_am_header - sizeof(aml_pkt_t);
+    if (aml->max_uhdr > aml->packet_size / 2)
+        aml->max_uhdr = aml->packet_size / 2;
+    aml->max_uhdr &= ~(size_t) 7;
+    aml->sdesc_size = sizeof(aml_sdesc_t) + aml->packet_size;
+
+    memset(&hparam, 0, sizeof(hparam));
+    hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+        UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hparam.id = AML_UCP_AM_ID;
+    hparam.cb = am_recv_cb;
+    hparam.arg = aml;
+    hparam.flags = UCP_AM_FLAG_WHOLE_MSG;
+    if (ucp_worker_set_am_recv_handler(aml->worker, &hparam) != UCS_OK)
+        goto fail;
+
+    if ((rc = aml_rma_init(aml)) != AML_OK || (rc = aml_sync_init(aml)) != AML_OK)
+        goto fail;
+    *out = aml;
+    return AML_OK;
+
+  fail:
+    if (ucfg)
+        ucp_config_release(ucfg);
+    if (aml->addr)
+        ucp_worker_release_address(aml->worker, aml->addr);
+    if (aml->worker)
+        ucp_worker_destroy(aml->worker);
+    if (aml->ctx)
+        ucp_cleanup(aml->ctx);
+    aml_htab_free(&aml->waits);
+    aml_htab_free(&aml->replies);
+    aml_htab_free(&aml->cntrs);
+    free(aml->peers);
+    free(aml);
+    return rc;
+}
+
+int aml_local_address(aml_t * aml, const void **addr, size_t * len)
+{
+    if (!aml || !addr || !len)
+        return AML_ERR_INVAL;
+    *addr = aml->addr;
+    *len = aml->addr_len;
+    return AML_OK;
+}
+
+int aml_connect(aml_t * aml, const void *table, size_t stride)
+{
+    if (!aml || !table || aml->connected)
+        return aml && aml->connected ? AML_ERR_STATE : AML_ERR_INVAL;
+    for (int i = 0; i < aml->size; i++) {
+        ucp_ep_params_t ep;
+        memset(&ep, 0, sizeof(ep));
+        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+        ep.address = (const ucp_address_t *) ((const char *) table + (size_t) i * stride);
+        if (ucp_ep_create(aml->worker, &ep, &aml->peers[i].ep) != UCS_OK)
+            return AML_ERR_TRANSPORT;
+    }
+    aml->connected = true;
+    return AML_OK;
+}
+
+int aml_register_handler(aml_t * aml, unsigned id, aml_hdr_handler_t fn, void *ctx)
+{
+    if (!aml || id >= AML_MAX_HANDLERS || !fn)
+        return AML_ERR_INVAL;
+    aml->handlers[id].fn = fn;
+    aml->handlers[id].ctx = ctx;
+    return AML_OK;
+}
+
+int aml_quiesce(aml_t * aml)
+{
+    if (!aml)
+        return AML_ERR_INVAL;
+    if (!aml->connected)
+        return AML_OK;
+    while (aml->tx_inflight > 0 || aml->waits.count > 0 || aml->replies.count > 0 ||
+           aml->rx_busy > 0)
+        aml_progress(aml);
+
+    /* Flush-close every endpoint while progressing, as peers do the same (ch4:ucx's order);
+     * after this no packet is exchanged. */
+    void **reqs = calloc(aml->size, sizeof(void *));
+    if (!reqs)
+        return AML_ERR_NOMEM;
+    for (int i = 0; i < aml->size; i++) {
+        ucp_request_param_t p;
+        memset(&p, 0, sizeof(p));
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = 0;    /* flush mode */
+        reqs[i] = ucp_ep_close_nbx(aml->peers[i].ep, &p);
+        aml->peers[i].ep = NULL;
+    }
+    for (int i = 0; i < aml->size; i++) {
+        if (reqs[i] == NULL || UCS_PTR_IS_ERR(reqs[i]))
+            continue;
+        while (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS)
+            ucp_worker_progress(aml->worker);
+        ucp_request_free(reqs[i]);
+    }
+    free(reqs);
+    aml->connected = false;
+    return AML_OK;
+}
+
+int aml_finalize(aml_t * aml)
+{
+    if (!aml)
+        return AML_ERR_INVAL;
+    if (aml->connected)
+        aml_quiesce(aml);
+    for (int i = 0; i < aml->size; i++) {
+        for (aml_ooo_t * o = aml->peers[i].ooo, *n; o; o = n) {
+            n = o->next;
+            free(o->hdr);
+            free(o);
+        }
+    }
+    for (aml_sdesc_t * d = aml->free_sdesc, *n; d; d = n) {
+        n = d->next;
+        free(d);
+    }
+    ucp_worker_release_address(aml->worker, aml->addr);
+    ucp_worker_destroy(aml->worker);
+    ucp_cleanup(aml->ctx);
+    aml_htab_free(&aml->waits);
+    aml_htab_free(&aml->replies);
+    aml_htab_free(&aml->cntrs);
+    free(aml->addr_tab[0]);
+    free(aml->addr_tab[1]);
+    free(aml->regions);
+    free(aml->peers);
+    free(aml);
+    return AML_OK;
+}
+
+/* ---- counters ------------------------------------------------------------------------- */
+
+int aml_cntr_init(aml_t * aml, aml_cntr_t * c, int64_t value)
+{
+    if (!aml || !c)
+        return AML_ERR_INVAL;
+    c->value = value;
+    if (!aml_htab_get(&aml->cntrs, (uintptr_t) c)) {
+        aml_hent_t *e = malloc(sizeof(*e));
+        if (!e)
+            return AML_ERR_NOMEM;
+        aml_htab_put(&aml->cntrs, e, (uintptr_t) c);
+    }
+    c->registered = 1;
+    return AML_OK;
+}
+
+int aml_cntr_destroy(aml_t * aml, aml_cntr_t * c)
+{
+    if (!aml || !c)
+        return AML_ERR_INVAL;
+    free(aml_htab_del(&aml->cntrs, (uintptr_t) c));
+    c->registered = 0;
+    return AML_OK;
+}
+
+int64_t aml_cntr_get(const aml_cntr_t * c)
+{
+    return c->value;
+}
+
+void aml_cntr_set(aml_cntr_t * c, int64_t value)
+{
+    c->value = value;
+}
+
+void aml_cntr_incr(aml_cntr_t * c)
+{
+    if (c)
+        c->value++;
+}
+
+int aml_cntr_wait(aml_t * aml, aml_cntr_t * c, int64_t val)
+{
+    if (!aml || !c)
+        return AML_ERR_INVAL;
+    if (aml->in_dispatch)
+        return AML_ERR_STATE;   /* handlers must not block */
+    while (c->value < val)
+        aml_progress(aml);
+    c->value -= val;
+    return AML_OK;
+}
+
+aml_cntr_t *aml_check_cntr(aml_t * aml, const aml_pkt_t * pkt)
+{
+    if (!pkt->cntr)
+        return NULL;
+    if (!aml_htab_get(&aml->cntrs, pkt->cntr))
+        aml_fatal_pkt(aml, pkt, "target counter 0x%llx is not a counter of this process",
+                      (unsigned long long) pkt->cntr);
+    return (aml_cntr_t *) (uintptr_t) pkt->cntr;
+}
+
+/* ---- registered memory ---------------------------------------------------------------- */
+
+int aml_mem_register(aml_t * aml, void *addr, size_t len)
+{
+    if (!aml || (!addr && len))
+        return AML_ERR_INVAL;
+    if (aml->nregions == aml->cap_regions) {
+        int cap = aml->cap_regions ? 2 * aml->cap_regions : 8;
+        aml_region_t *r = realloc(aml->regions, cap * sizeof(*r));
+        if (!r)
+            return AML_ERR_NOMEM;
+        aml->regions = r;
+        aml->cap_regions = cap;
+    }
+    aml->regions[aml->nregions].base = (uintptr_t) addr;
+    aml->regions[aml->nregions].len = len;
+    aml->nregions++;
+    return AML_OK;
+}
+
+int aml_mem_deregister(aml_t * aml, void *addr)
+{
+    if (!aml)
+        return AML_ERR_INVAL;
+    for (int i = 0; i < aml->nregions; i++) {
+        if (aml->regions[i].base == (uintptr_t) addr) {
+            aml->regions[i] = aml->regions[--aml->nregions];
+            return AML_OK;
+        }
+    }
+    return AML_ERR_RANGE;
+}
+
+bool aml_range_registered(aml_t * aml, uintptr_t addr, size_t len)
+{
+    if (addr + len < addr)
+        return false;
+    for (int i = 0; i < aml->nregions; i++) {
+        const aml_region_t *r = &aml->regions[i];
+        if (addr >= r->base && addr + len <= r->base + r->len)
+            return true;
+    }
+    return false;
+}
+
+/* ---- sending -------------------------------------------------------------------------- */
+
+aml_sdesc_t *aml_sdesc_get(aml_t * aml)
+{
+    aml_sdesc_t *d = aml->free_sdesc;
+    if (AML_LIKELY(d != NULL)) {
+        aml->free_sdesc = d->next;
+    } else {
+        d = malloc(aml->sdesc_size);
+        if (!d)
+            return NULL;
+    }
+    d->aml = aml;
+    d->msg = NULL;
+    return d;
+}
+
+void aml_sdesc_put(aml_t * aml, aml_sdesc_t * d)
+{
+    d->next = aml->free_sdesc;
+    aml->free_sdesc = d;
+}
+
+void aml_pkt_init(aml_t * aml, aml_pkt_t * pkt, int type, int peer)
+{
+    memset(pkt, 0, sizeof(*pkt));
+    pkt->type = (uint8_t) type;
+    pkt->src = (uint32_t) aml->rank;
+    (void) peer;
+}
+
+void aml_stat(aml_t * aml, int proto, size_t len)
+{
+    aml->msgs[proto]++;
+    aml->bytes[proto] += (int64_t) len;
+}
+
+static void send_done(aml_t * aml, aml_sdesc_t * d)
+{
+    aml_smsg_t *m = d->msg;
+    aml->tx_inflight--;
+    aml_sdesc_put(aml, d);
+    if (m)
+        aml_smsg_event_done(aml, m, true);
+}
+
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    aml_sdesc_t *d = user_data;
+    if (status != UCS_OK)
+        aml_fatal(d->aml, "send of a %s packet to rank %d failed: %s",
+                  aml_pkt_name(d->u.pkt.type), d->peer, ucs_status_string(status));
+    aml_t *aml = d->aml;
+    ucp_request_free(request);
+    /* org_fn may run user code: it must not progress the worker from here */
+    aml->in_dispatch++;
+    send_done(aml, d);
+    aml->in_dispatch--;
+}
+
+/* Hands one packet to UCX: header = pkt | uhdr (in d), data = [data, data+len). Assigns the
+ * packet's sequence number: packets to one peer are handled there in this order. */
+int aml_send_desc(aml_t * aml, aml_sdesc_t * d, const void *data, size_t len)
+{
+    aml_peer_t *p = &aml->peers[d->peer];
+    ucp_request_param_t param;
+    ucs_status_ptr_t r;
+
+    d->u.pkt.seq = p->tx_seq++;
+    p->dirty = true;
+    aml->tx_inflight++;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+        UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    param.cb.send = send_cb;
+    param.user_data = d;
+    r = ucp_am_send_nbx(p->ep, AML_UCP_AM_ID, &d->u.pkt, d->hdr_len, data, len, &param);
+    if (AML_LIKELY(r == NULL)) {
+        send_done(aml, d);
+        return AML_OK;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        aml->tx_inflight--;
+        return AML_ERR_TRANSPORT;
+    }
+    return AML_OK;
+}
+
+/* A header-only control packet. */
+int aml_send_ctrl(aml_t * aml, int peer, int type, uint64_t msg_id, uint64_t aux0)
+{
+    aml_sdesc_t *d = aml_sdesc_get(aml);
+    if (!d)
+        return AML_ERR_NOMEM;
+    aml_pkt_init(aml, &d->u.pkt, type, peer);
+    d->u.pkt.msg_id = msg_id;
+    d->u.pkt.aux0 = aux0;
+    d->peer = peer;
+    d->hdr_len = sizeof(aml_pkt_t);
+    return aml_send_desc(aml, d, NULL, 0);
+}
+
+/* ---- send-side message bookkeeping ---------------------------------------------------- */
+
+aml_smsg_t *aml_smsg_new(aml_t * aml, const aml_xfer_t * x, int proto)
+{
+    aml_smsg_t *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->peer = x->peer;
+    m->proto = proto;
+    m->pending = 1;     /* guard: released by the protocol once it issued everything */
+    m->org_pending = 1;
+    m->org_cntr = x->org_cntr;
+    m->org_fn = x->org_fn;
+    m->org_arg = x->org_arg;
+    m->cmpl_cntr = x->cmpl_cntr;
+    return m;
+}
+
+void aml_smsg_org_complete(aml_t * aml, aml_smsg_t * m)
+{
+    if (m->org_done)
+        return;
+    m->org_done = true;
+    aml_cntr_incr(m->org_cntr);
+    if (m->org_fn)
+        m->org_fn(aml, m->org_arg);
+}
+
+/* One of the message's events finished: a packet send or the rendezvous DONE (org_event:
+ * they gate reuse of the origin buffer), or the target's CMPL. */
+void aml_smsg_event_done(aml_t * aml, aml_smsg_t * m, bool org_event)
+{
+    if (org_event && --m->org_pending == 0)
+        aml_smsg_org_complete(aml, m);
+    if (--m->pending == 0)
+        aml_smsg_release(aml, m);
+}
+
+void aml_smsg_release(aml_t * aml, aml_smsg_t * m)
+{
+    if (m->memh) {
+        if (m->rkey_buf)
+            ucp_rkey_buffer_release(m->rkey_buf);
+        ucp_mem_unmap(aml->ctx, m->memh);
+    }
+    free(m);
+}
+
+/* ---- the transfer entry point ------------------------------------------------------- */
+
+int aml_xfer(aml_t * aml, const aml_xfer_t * x)
+{
+    if (AML_UNLIKELY(!aml || !x || x->handler >= AML_MAX_HANDLERS))
+        return AML_ERR_INVAL;
+    return aml_xfer_internal(aml, x);
+}
+
+/* aml_xfer without the restriction to user handler ids */
+int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x)
+{
+    int proto;
+    if (AML_UNLIKELY(!aml->connected))
+        return AML_ERR_STATE;
+    if (AML_UNLIKELY(x->peer < 0 || x->peer >= aml->size || x->handler >= AML_H_TOTAL ||
+                     x->uhdr_len > aml->max_uhdr || (x->uhdr_len && !x->uhdr) ||
+                     (x->len && !x->data)))
+        return AML_ERR_INVAL;
+
+    proto = x->protocol != AML_PROTO_AUTO ? x->protocol : aml->protocol;
+    switch (proto) {
+        case AML_PROTO_AUTO:
+            if (sizeof(aml_pkt_t) + x->uhdr_len + x->len <= aml->packet_size)
+                return aml_onepacket_send(aml, x);
+            if (x->len <= aml->eager_limit)
+                return aml_eager_send(aml, x);
+            return aml_rndv_send(aml, x);
+        case AML_PROTO_ONEPACKET:
+            if (sizeof(aml_pkt_t) + x->uhdr_len + x->len > aml->packet_size)
+                return AML_ERR_INVAL;
+            return aml_onepacket_send(aml, x);
+        case AML_PROTO_EAGER:
+            return aml_eager_send(aml, x);
+        case AML_PROTO_RNDV:
+            /* nothing to pull for an empty message */
+            return x->len ? aml_rndv_send(aml, x) : aml_onepacket_send(aml, x);
+        default:
+            return AML_ERR_INVAL;
+    }
+}
+
+/* ---- the receive side ----------------------------------------------------------------- */
+
+const aml_handler_t *aml_check_handler(aml_t * aml, const aml_pkt_t * pkt)
+{
+    if (pkt->handler >= AML_H_TOTAL || !aml->handlers[pkt->handler].fn)
+        aml_fatal_pkt(aml, pkt, "handler %u is not registered", pkt->handler);
+    if (pkt->uhdr_len > aml->max_uhdr)
+        aml_fatal_pkt(aml, pkt, "user header of %u bytes exceeds the limit %zu", pkt->uhdr_len,
+                      aml->max_uhdr);
+    return &aml->handlers[pkt->handler];
+}
+
+/* Runs a header handler with an 8-byte aligned copy of the user header. */
+void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * h,
+                      const void *uhdr, const void *data, aml_recv_t * recv)
+{
+    uint64_t aligned[AML_MAX_UHDR / 8];
+    aml_msg_info_t info;
+    if (((uintptr_t) uhdr & 7) && pkt->uhdr_len) {
+        memcpy(aligned, uhdr, pkt->uhdr_len);
+        uhdr = aligned;
+    }
+    info.src = (int) pkt->src;
+    info.uhdr = pkt->uhdr_len ? uhdr : NULL;
+    info.uhdr_len = pkt->uhdr_len;
+    info.msg_len = pkt->msg_len;
+    info.data = data;
+    info.protocol = pkt->proto;
+    memset(recv, 0, sizeof(*recv));
+    if (h->fn(aml, h->ctx, &info, recv) != 0)
+        aml_fatal(aml, "header handler %u refused a %s message of %llu bytes from rank %u",
+                  pkt->handler, aml_pkt_name(pkt->type), (unsigned long long) pkt->msg_len,
+                  pkt->src);
+    if (!data && pkt->msg_len && !recv->buf && !recv->unpack)
+        aml_fatal(aml, "header handler %u gave no buffer for a %llu-byte message from rank %u",
+                  pkt->handler, (unsigned long long) pkt->msg_len, pkt->src);
+}
+
+void aml_deliver(aml_t * aml, const aml_recv_t * recv, size_t offset, const void *data,
+                 size_t len)
+{
+    (void) aml;
+    if (!len)
+        return;
+    if (recv->buf)
+        memcpy((char *) recv->buf + offset, data, len);
+    else if (recv->unpack)
+        recv->unpack(recv->unpack_arg, offset, data, len);
+}
+
+/* All data of a message landed: completion handler, target counter, CMPL to the origin. */
+void aml_rx_complete(aml_t * aml, int src, aml_cntr_t * tgt_cntr, const aml_recv_t * recv,
+                     bool want_cmpl, uint64_t msg_id, bool counted)
+{
+    if (recv->compl_fn)
+        recv->compl_fn(aml, recv->compl_arg);
+    aml_cntr_incr(tgt_cntr);
+    if (want_cmpl && aml_send_ctrl(aml, src, AML_PKT_CMPL, msg_id, 0) != AML_OK)
+        aml_fatal(aml, "cannot send CMPL to rank %d", src);
+    if (counted) {
+        aml->rx_busy--;
+        if (--aml->peers[src].rx_incomplete == 0)
+            aml_sync_rx_idle(aml, src);
+    }
+}
+
+static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const char *uhdr, size_t uhdr_avail,
+                     const void *data, size_t len)
+{
+    if (uhdr_avail != pkt->uhdr_len)
+        aml_fatal_pkt(aml, pkt, "header carries %zu user-header bytes, packet says %u",
+                      uhdr_avail, pkt->uhdr_len);
+    switch (pkt->type) {
+        case AML_PKT_ONE:
+            aml_onepacket_recv(aml, pkt, uhdr, data, len);
+            break;
+        case AML_PKT_EAGER_FIRST:
+            aml_eager_recv_first(aml, pkt, uhdr, data, len);
+            break;
+        case AML_PKT_EAGER_CONT:
+            aml_eager_recv_cont(aml, pkt, data, len);
+            break;
+        case AML_PKT_RNDV_SCOUT:
+            aml_rndv_recv_scout(aml, pkt, uhdr, data, len);
+            break;
+        default:
+            /* control packets carry neither user header nor data */
+            if (pkt->uhdr_len || len)
+                aml_fatal_pkt(aml, pkt, "control packet carries %u header and %zu data bytes",
+                              pkt->uhdr_len, len);
+            switch (pkt->type) {
+                case AML_PKT_RNDV_DONE:
+                    aml_rndv_recv_done(aml, pkt);
+                    break;
+                case AML_PKT_CMPL:
+                    aml_sync_recv_cmpl(aml, pkt);
+                    break;
+                case AML_PKT_GET_REQ:
+                    aml_rma_recv_get_req(aml, pkt);
+                    break;
+                case AML_PKT_RMW_REQ:
+                    aml_rma_recv_rmw_req(aml, pkt);
+                    break;
+                case AML_PKT_RMW_REPLY:
+                    aml_rma_recv_rmw_reply(aml, pkt);
+                    break;
+                case AML_PKT_FENCE_REQ:
+                    aml_sync_recv_fence_req(aml, pkt);
+                    break;
+                case AML_PKT_FENCE_ACK:
+                    aml_sync_recv_fence_ack(aml, pkt);
+                    break;
+                default:
+                    aml_fatal_pkt(aml, pkt, "unknown packet type");
+            }
+    }
+}
+
+static void stash(aml_t * aml, aml_peer_t * p, const aml_pkt_t * pkt, const void *header,
+                  size_t hlen, const void *data, size_t len)
+{
+    aml_ooo_t *o = malloc(sizeof(*o));
+    char *buf = malloc(hlen + len + 1);
+    if (!o || !buf)
+        aml_fatal(aml, "out of memory holding an early packet from rank %u", pkt->src);
+    memcpy(buf, header, hlen);
+    if (len)
+        memcpy(buf + hlen, data, len);
+    o->seq = pkt->seq;
+    o->hdr = buf;
+    o->hdr_len = hlen;
+    o->data = buf + hlen;
+    o->len = len;
+    aml_ooo_t **q = &p->ooo;
+    while (*q && (int32_t) ((*q)->seq - o->seq) < 0)
+        q = &(*q)->next;
+    if (*q && (*q)->seq == o->seq)
+        aml_fatal_pkt(aml, pkt, "duplicate sequence number %u", pkt->seq);
+    o->next = *q;
+    *q = o;
+}
+
+static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length,
+                               void *data, size_t length, const ucp_am_recv_param_t * param)
+{
+    aml_t *aml = arg;
+    aml_pkt_t pkt;
+    aml_peer_t *p;
+
+    if (AML_UNLIKELY(header_length < sizeof(aml_pkt_t)))
+        aml_fatal(aml, "malformed packet from an unknown rank: %zu-byte header is shorter "
+                  "than an aml packet header (%zu)", header_length, sizeof(aml_pkt_t));
+    memcpy(&pkt, header, sizeof(pkt));
+    if (AML_UNLIKELY(pkt.src >= (uint32_t) aml->size))
+        aml_fatal(aml, "malformed packet from an unknown rank: source %u out of range "
+                  "(size %d), type %s", pkt.src, aml->size, aml_pkt_name(pkt.type));
+    if (AML_UNLIKELY(pkt.type == 0 || pkt.type >= AML_PKT_TYPE_MAX))
+        aml_fatal_pkt(aml, &pkt, "unknown packet type");
+    if (AML_UNLIKELY(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+        aml_fatal_pkt(aml, &pkt, "UCX delivered it by rendezvous; aml sends eager only");
+
+    p = &aml->peers[pkt.src];
+    if (AML_UNLIKELY(pkt.seq != p->rx_seq)) {
+        if ((int32_t) (pkt.seq - p->rx_seq) < 0)
+            aml_fatal_pkt(aml, &pkt, "stale sequence number %u (expected %u)", pkt.seq,
+                          p->rx_seq);
+        stash(aml, p, &pkt, header, header_length, data, length);
+        return UCS_OK;
+    }
+
+    aml->in_dispatch++;
+    p->rx_seq++;
+    dispatch(aml, &pkt, (const char *) header + sizeof(pkt), header_length - sizeof(pkt), data,
+             length);
+    while (p->ooo && p->ooo->seq == p->rx_seq) {
+        aml_ooo_t *o = p->ooo;
+        p->ooo = o->next;
+        memcpy(&pkt, o->hdr, sizeof(pkt));
+        p->rx_seq++;
+        dispatch(aml, &pkt, o->hdr + sizeof(pkt), o->hdr_len - sizeof(pkt), o->data, o->len);
+        free(o->hdr);
+        free(o);
+    }
+    aml->in_dispatch--;
+    return UCS_OK;
+}
+
+/* ---- progress ------------------------------------------------------------------------- */
+
+int aml_progress(aml_t * aml)
+{
+    int n = 0;
+    if (AML_UNLIKELY(aml->in_dispatch))
+        return 0;       /* UCX forbids progressing the worker from its own callbacks */
+    while (ucp_worker_progress(aml->worker))
+        n++;
+    return n;
+}
+
+/* ---- test hooks ----------------------------------------------------------------------- */
+
+int aml_debug_send_raw(aml_t * aml, int peer, const void *hdr, size_t hdr_len,
+                       const void *data, size_t len)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t r;
+    if (peer < 0 || peer >= aml->size)
+        return AML_ERR_INVAL;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    r = ucp_am_send_nbx(aml->peers[peer].ep, AML_UCP_AM_ID, hdr, hdr_len, data, len, &param);
+    if (UCS_PTR_IS_ERR(r))
+        return AML_ERR_TRANSPORT;
+    if (r) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS)
+            ucp_worker_progress(aml->worker);
+        ucp_request_free(r);
+    }
+    aml->peers[peer].tx_seq++;
+    return AML_OK;
+}
+
+uint32_t aml_debug_next_seq(aml_t * aml, int peer)
+{
+    return aml->peers[peer].tx_seq;
+}

@@ -1,0 +1,141 @@
+/*
+ * Eager protocol: an ordered multi-packet message. The first packet carries the user header
+ * and the first chunk; the header handler picks the landing buffer (or an unpack function)
+ * and every later chunk is placed by its offset. Packets from one peer are handled in
+ * sequence order, and aml_xfer issues all chunks of a message at once, so at most one eager
+ * message per peer is under assembly at the receiver.
+ */
+#include "aml_impl.h"
+#include <stdlib.h>
+#include <string.h>
+
+int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
+{
+    aml_smsg_t *m = aml_smsg_new(aml, x, AML_PROTO_EAGER);
+    size_t off = 0, first;
+    uint64_t id = aml->next_msg_id++;
+    int rc = AML_OK;
+
+    if (!m)
+        return AML_ERR_NOMEM;
+    first = aml->packet_size - sizeof(aml_pkt_t) - x->uhdr_len;
+    if (first > x->len)
+        first = x->len;
+    if (x->cmpl_cntr) {
+        m->pending++;   /* until the target's CMPL */
+        aml_htab_put(&aml->waits, &m->h, id);
+    }
+    aml_stat(aml, AML_PROTO_EAGER, x->len);
+
+    do {
+        aml_sdesc_t *d = aml_sdesc_get(aml);
+        size_t chunk;
+        if (!d) {
+            rc = AML_ERR_NOMEM;
+            break;
+        }
+        aml_pkt_init(aml, &d->u.pkt, off ? AML_PKT_EAGER_CONT : AML_PKT_EAGER_FIRST, x->peer);
+        d->u.pkt.proto = AML_PROTO_EAGER;
+        d->u.pkt.msg_len = x->len;
+        d->u.pkt.msg_id = id;
+        d->u.pkt.addr = off;
+        d->peer = x->peer;
+        d->msg = m;
+        if (off == 0) {
+            d->u.pkt.handler = (uint16_t) x->handler;
+            d->u.pkt.uhdr_len = (uint32_t) x->uhdr_len;
+            d->u.pkt.cntr = (uintptr_t) x->tgt_cntr;
+            if (x->cmpl_cntr)
+                d->u.pkt.flags |= AML_PKTF_CMPL;
+            if (x->uhdr_len)
+                memcpy(AML_SDESC_PAYLOAD(d), x->uhdr, x->uhdr_len);
+            d->hdr_len = sizeof(aml_pkt_t) + x->uhdr_len;
+            chunk = first;
+        } else {
+            d->hdr_len = sizeof(aml_pkt_t);
+            chunk = aml->packet_size - sizeof(aml_pkt_t);
+            if (chunk > x->len - off)
+                chunk = x->len - off;
+        }
+        m->pending++;
+        m->org_pending++;
+        rc = aml_send_desc(aml, d, (const char *) x->data + off, chunk);
+        if (rc != AML_OK) {
+            m->pending--;
+            m->org_pending--;
+            aml_sdesc_put(aml, d);
+            break;
+        }
+        off += chunk;
+    } while (off < x->len);
+
+    if (rc != AML_OK)
+        aml_fatal(aml, "eager send to rank %d failed after %zu of %zu bytes: %s", x->peer, off,
+                  x->len, aml_strerror(rc));
+    aml_smsg_event_done(aml, m, true);  /* drop the guard */
+    return AML_OK;
+}
+
+static void eager_finish(aml_t * aml, aml_peer_t * p, aml_rmsg_t * r)
+{
+    p->eager_rx = NULL;
+    aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, r->want_cmpl, r->msg_id, true);
+    free(r);
+}
+
+void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                          const void *data, size_t len)
+{
+    aml_peer_t *p = &aml->peers[pkt->src];
+    const aml_handler_t *h;
+    aml_rmsg_t *r;
+
+    if (p->eager_rx)
+        aml_fatal_pkt(aml, pkt, "new eager message %llu while message %llu is incomplete",
+                      (unsigned long long) pkt->msg_id,
+                      (unsigned long long) p->eager_rx->msg_id);
+    if (len > pkt->msg_len || (len == 0 && pkt->msg_len != 0))
+        aml_fatal_pkt(aml, pkt, "first chunk of %zu bytes for a %llu-byte message", len,
+                      (unsigned long long) pkt->msg_len);
+    if (pkt->addr != 0)
+        aml_fatal_pkt(aml, pkt, "first chunk at offset %llu", (unsigned long long) pkt->addr);
+    h = aml_check_handler(aml, pkt);
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
+    r->src = (int) pkt->src;
+    r->type = AML_PKT_EAGER_FIRST;
+    r->msg_id = pkt->msg_id;
+    r->len = pkt->msg_len;
+    r->tgt_cntr = aml_check_cntr(aml, pkt);
+    r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
+    /* the whole message may fit the first packet when eager is forced */
+    aml_call_handler(aml, pkt, h, uhdr, len == pkt->msg_len ? data : NULL, &r->recv);
+    aml_deliver(aml, &r->recv, 0, data, len);
+    r->received = len;
+    p->eager_rx = r;
+    p->rx_incomplete++;
+    aml->rx_busy++;
+    if (r->received == r->len)
+        eager_finish(aml, p, r);
+}
+
+void aml_eager_recv_cont(aml_t * aml, const aml_pkt_t * pkt, const void *data, size_t len)
+{
+    aml_peer_t *p = &aml->peers[pkt->src];
+    aml_rmsg_t *r = p->eager_rx;
+
+    if (!r || r->msg_id != pkt->msg_id)
+        aml_fatal_pkt(aml, pkt, "continuation of message %llu, which is not under assembly",
+                      (unsigned long long) pkt->msg_id);
+    if (pkt->addr != r->received)
+        aml_fatal_pkt(aml, pkt, "chunk at offset %llu, expected %zu",
+                      (unsigned long long) pkt->addr, r->received);
+    if (len == 0 || len > r->len - r->received || pkt->msg_len != r->len)
+        aml_fatal_pkt(aml, pkt, "chunk of %zu bytes at offset %zu overruns the %zu-byte message",
+                      len, r->received, r->len);
+    aml_deliver(aml, &r->recv, r->received, data, len);
+    r->received += len;
+    if (r->received == r->len)
+        eager_finish(aml, p, r);
+}

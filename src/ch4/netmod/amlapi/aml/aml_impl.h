@@ -1,0 +1,271 @@
+/*
+ * aml internals shared by the protocol files. Not part of the API.
+ */
+#ifndef AML_IMPL_H_INCLUDED
+#define AML_IMPL_H_INCLUDED
+
+#include "aml.h"
+#include <ucp/api/ucp.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#define AML_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define AML_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* One UCP active-message id carries every aml packet; the aml packet type is in the header. */
+#define AML_UCP_AM_ID 7
+
+/* Packet types on the wire. */
+enum {
+    AML_PKT_ONE = 1,            /* one-packet message: pkt | uhdr, data */
+    AML_PKT_EAGER_FIRST,        /* first packet of an eager message: pkt | uhdr, chunk */
+    AML_PKT_EAGER_CONT,         /* later packet: pkt, chunk at pkt.addr (offset) */
+    AML_PKT_RNDV_SCOUT,         /* rendezvous request: pkt | uhdr, packed rkey */
+    AML_PKT_RNDV_DONE,          /* receiver -> sender: data pulled */
+    AML_PKT_CMPL,               /* target -> origin: message completed (completion counter) */
+    AML_PKT_GET_REQ,            /* origin -> target: send me [addr, addr+msg_len) */
+    AML_PKT_RMW_REQ,            /* origin -> target: atomic op on *addr */
+    AML_PKT_RMW_REPLY,          /* target -> origin: previous value */
+    AML_PKT_FENCE_REQ,          /* origin -> target: ack when all before this completed */
+    AML_PKT_FENCE_ACK,
+    AML_PKT_TYPE_MAX
+};
+
+/* pkt.flags */
+#define AML_PKTF_CMPL 0x1       /* origin wants an AML_PKT_CMPL when the message completes */
+
+/* Wire header, 72 bytes, every field validated before use. */
+typedef struct aml_pkt {
+    uint8_t type;
+    uint8_t proto;
+    uint8_t flags;
+    uint8_t rsvd0;
+    uint16_t handler;           /* handler id; RMW_REQ: aml_rmw_op_t */
+    uint16_t rsvd1;
+    uint32_t src;               /* sender rank */
+    uint32_t seq;               /* per (sender, receiver) packet sequence number */
+    uint32_t uhdr_len;
+    uint32_t rsvd2;
+    uint64_t msg_len;           /* data bytes of the whole message */
+    uint64_t msg_id;            /* sender's message id */
+    uint64_t addr;              /* CONT: offset; SCOUT: source address; GET/RMW: target addr */
+    uint64_t cntr;              /* target counter, in the target's address space, or 0 */
+    uint64_t aux0;              /* SCOUT: rkey length; RMW: operand 0 / previous value */
+    uint64_t aux1;              /* RMW: operand 1 */
+} aml_pkt_t;
+
+/* Internal handler ids follow the user's. */
+enum {
+    AML_H_PUT = AML_MAX_HANDLERS,
+    AML_H_GET_REPLY,
+    AML_H_BARRIER,
+    AML_H_ADDR,
+    AML_H_TOTAL
+};
+
+#define AML_MAX_UHDR AML_UHDR_LIMIT   /* also limited by UCX's max AM header */
+
+/* Intrusive hash table keyed by a 64-bit value (ids, addresses). */
+typedef struct aml_hent {
+    struct aml_hent *next;
+    uint64_t key;
+} aml_hent_t;
+
+typedef struct aml_htab {
+    aml_hent_t **b;
+    size_t nb;                  /* power of two */
+    size_t count;
+} aml_htab_t;
+
+int aml_htab_init(aml_htab_t * t, size_t nb);
+void aml_htab_free(aml_htab_t * t);
+void aml_htab_put(aml_htab_t * t, aml_hent_t * e, uint64_t key);
+aml_hent_t *aml_htab_get(aml_htab_t * t, uint64_t key);
+aml_hent_t *aml_htab_del(aml_htab_t * t, uint64_t key);
+
+#define AML_CONTAINER(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))
+
+/* A message being sent that needs bookkeeping beyond its packets (eager: several packets;
+ * rendezvous: registration until DONE; completion counter: until CMPL). */
+typedef struct aml_smsg {
+    aml_hent_t h;               /* in aml->waits while awaiting DONE/CMPL, key = msg_id */
+    int peer;
+    int proto;
+    int pending;                /* all events still to come; 0 = release */
+    int org_pending;            /* events before the data may be reused (packets, DONE) */
+    aml_cntr_t *org_cntr;
+    aml_compl_fn_t org_fn;
+    void *org_arg;
+    aml_cntr_t *cmpl_cntr;
+    bool org_done;
+    ucp_mem_h memh;             /* rendezvous */
+    void *rkey_buf;
+} aml_smsg_t;
+
+/* A packet handed to UCX: lives until UCX completes the send. */
+typedef struct aml_sdesc {
+    struct aml_sdesc *next;     /* free list */
+    aml_t *aml;
+    aml_smsg_t *msg;            /* owner, or NULL */
+    int peer;
+    size_t hdr_len;
+    union {
+        aml_pkt_t pkt;
+        uint64_t align;
+    } u;
+    /* followed by the user header and, for one-packet messages, the data */
+} aml_sdesc_t;
+
+#define AML_SDESC_PAYLOAD(d) ((char *) &(d)->u.pkt + sizeof(aml_pkt_t))
+
+/* An incoming message that is not complete when its first packet is handled. */
+typedef struct aml_rmsg {
+    aml_t *aml;
+    int src;
+    int type;                   /* packet type of its first packet */
+    uint64_t msg_id;
+    size_t len;
+    size_t received;
+    aml_recv_t recv;
+    aml_cntr_t *tgt_cntr;
+    bool want_cmpl;
+    ucp_rkey_h rkey;            /* rendezvous */
+    void *bounce;               /* rendezvous into an unpack handler */
+} aml_rmsg_t;
+
+/* A packet that arrived ahead of its sequence number. */
+typedef struct aml_ooo {
+    struct aml_ooo *next;
+    uint32_t seq;
+    size_t hdr_len, len;
+    char *hdr, *data;
+} aml_ooo_t;
+
+typedef struct aml_peer {
+    ucp_ep_h ep;
+    uint32_t tx_seq;            /* next sequence number to send */
+    uint32_t rx_seq;            /* next sequence number expected */
+    aml_ooo_t *ooo;             /* sorted by seq */
+    aml_rmsg_t *eager_rx;       /* eager message under assembly from this peer */
+    int64_t rx_incomplete;      /* messages from peer accepted but not complete */
+    int64_t fence_reqs;         /* fence requests waiting for rx_incomplete == 0 */
+    int64_t fence_sent;         /* fence requests sent to peer */
+    int64_t fence_acks;         /* acks received from peer */
+    int64_t replies_pending;    /* our gets/rmws to this peer awaiting replies */
+    bool dirty;                 /* sent something since the last fence */
+} aml_peer_t;
+
+typedef struct aml_handler {
+    aml_hdr_handler_t fn;
+    void *ctx;
+} aml_handler_t;
+
+typedef struct aml_region {
+    uintptr_t base;
+    size_t len;
+} aml_region_t;
+
+/* A get or rmw awaiting its reply. */
+typedef struct aml_reply_wait {
+    aml_hent_t h;
+    int peer;
+    int kind;                   /* AML_PKT_GET_REQ or AML_PKT_RMW_REQ */
+    void *org_addr;             /* get: destination; rmw: int64_t *prev */
+    size_t len;
+    aml_cntr_t *org_cntr;
+} aml_reply_wait_t;
+
+struct aml {
+    aml_config_t cfg;
+    int rank, size;
+    size_t packet_size;
+    size_t max_uhdr;
+    size_t eager_limit;
+    int protocol;
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    ucp_address_t *addr;
+    size_t addr_len;
+    aml_peer_t *peers;
+    bool connected;
+    int in_dispatch;            /* >0 while a UCX callback runs our handlers */
+    aml_handler_t handlers[AML_H_TOTAL];
+    aml_sdesc_t *free_sdesc;
+    size_t sdesc_size;
+    uint64_t next_msg_id;
+    int64_t tx_inflight;        /* packets handed to UCX, not yet completed */
+    int64_t rx_busy;            /* incoming messages not complete */
+    aml_htab_t waits;           /* aml_smsg_t awaiting DONE/CMPL */
+    aml_htab_t replies;         /* aml_reply_wait_t */
+    aml_htab_t cntrs;           /* registered counters, key = address */
+    aml_region_t *regions;
+    int nregions, cap_regions;
+    /* collectives of the layer itself (barrier, address_init), indexed by epoch parity */
+    uint64_t bar_epoch;
+    int bar_recv[2][32];
+    uint64_t addr_epoch;
+    int addr_count[2];
+    uintptr_t *addr_tab[2];
+    /* statistics per protocol */
+    int64_t msgs[AML_PROTO_COUNT];
+    int64_t bytes[AML_PROTO_COUNT];
+};
+
+/* core */
+void aml_fatal(aml_t * aml, const char *fmt, ...) __attribute__ ((format(printf, 2, 3), noreturn));
+void aml_fatal_pkt(aml_t * aml, const aml_pkt_t * pkt, const char *fmt, ...)
+    __attribute__ ((format(printf, 3, 4), noreturn));
+const char *aml_pkt_name(int type);
+aml_sdesc_t *aml_sdesc_get(aml_t * aml);
+void aml_sdesc_put(aml_t * aml, aml_sdesc_t * d);
+void aml_pkt_init(aml_t * aml, aml_pkt_t * pkt, int type, int peer);
+int aml_send_desc(aml_t * aml, aml_sdesc_t * d, const void *data, size_t len);
+int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x);
+int aml_send_ctrl(aml_t * aml, int peer, int type, uint64_t msg_id, uint64_t aux0);
+void aml_smsg_release(aml_t * aml, aml_smsg_t * m);
+void aml_smsg_org_complete(aml_t * aml, aml_smsg_t * m);
+void aml_smsg_event_done(aml_t * aml, aml_smsg_t * m, bool org_event);
+aml_smsg_t *aml_smsg_new(aml_t * aml, const aml_xfer_t * x, int proto);
+bool aml_range_registered(aml_t * aml, uintptr_t addr, size_t len);
+aml_cntr_t *aml_check_cntr(aml_t * aml, const aml_pkt_t * pkt);
+const aml_handler_t *aml_check_handler(aml_t * aml, const aml_pkt_t * pkt);
+void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * h,
+                      const void *uhdr, const void *data, aml_recv_t * recv);
+void aml_deliver(aml_t * aml, const aml_recv_t * recv, size_t offset, const void *data,
+                 size_t len);
+void aml_rx_complete(aml_t * aml, int src, aml_cntr_t * tgt_cntr, const aml_recv_t * recv,
+                     bool want_cmpl, uint64_t msg_id, bool counted);
+void aml_cntr_incr(aml_cntr_t * c);
+void aml_stat(aml_t * aml, int proto, size_t len);
+
+/* protocols: one file each */
+int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x);
+void aml_onepacket_recv(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr, const void *data,
+                        size_t len);
+int aml_eager_send(aml_t * aml, const aml_xfer_t * x);
+void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                          const void *data, size_t len);
+void aml_eager_recv_cont(aml_t * aml, const aml_pkt_t * pkt, const void *data, size_t len);
+int aml_rndv_send(aml_t * aml, const aml_xfer_t * x);
+void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                         const void *data, size_t len);
+void aml_rndv_recv_done(aml_t * aml, const aml_pkt_t * pkt);
+
+/* rma and sync */
+int aml_rma_init(aml_t * aml);
+void aml_rma_recv_get_req(aml_t * aml, const aml_pkt_t * pkt);
+void aml_rma_recv_rmw_req(aml_t * aml, const aml_pkt_t * pkt);
+void aml_rma_recv_rmw_reply(aml_t * aml, const aml_pkt_t * pkt);
+int aml_sync_init(aml_t * aml);
+void aml_sync_recv_fence_req(aml_t * aml, const aml_pkt_t * pkt);
+void aml_sync_recv_fence_ack(aml_t * aml, const aml_pkt_t * pkt);
+void aml_sync_recv_cmpl(aml_t * aml, const aml_pkt_t * pkt);
+void aml_sync_rx_idle(aml_t * aml, int src);
+int aml_barrier(aml_t * aml);
+
+/* test hooks: send bytes as an aml packet without any checking (malformed-packet tests) */
+int aml_debug_send_raw(aml_t * aml, int peer, const void *hdr, size_t hdr_len,
+                       const void *data, size_t len);
+uint32_t aml_debug_next_seq(aml_t * aml, int peer);
+
+#endif /* AML_IMPL_H_INCLUDED */

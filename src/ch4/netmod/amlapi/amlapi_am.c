@@ -1,0 +1,147 @@
+/*
+ * MPIDIG messages over aml: sending, and the aml header handler that delivers them.
+ */
+
+#include "mpidimpl.h"
+#include "amlapi_impl.h"
+#include "amlapi_am.h"
+
+MPI_Aint MPIDI_AMLAPI_am_hdr_limit(void)
+{
+    int64_t v;
+    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_MAX_UHDR, &v);
+    return (MPI_Aint) v - (MPI_Aint) sizeof(MPIDI_AMLAPI_am_hdr_t);
+}
+
+MPI_Aint MPIDI_AMLAPI_am_onepacket_limit(void)
+{
+    int64_t v;
+    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_ONEPACKET_LIMIT, &v);
+    return (MPI_Aint) v - (MPI_Aint) sizeof(MPIDI_AMLAPI_am_hdr_t);
+}
+
+MPI_Aint MPIDI_AMLAPI_am_packet_size(void)
+{
+    int64_t v;
+    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_PACKET_SIZE, &v);
+    return (MPI_Aint) v;
+}
+
+MPI_Aint MPIDI_AMLAPI_am_eager_limit(void)
+{
+    int64_t v;
+    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_EAGER_LIMIT, &v);
+    return (MPI_Aint) v;
+}
+
+/* aml origin completion of an am_isend: the send buffer may be reused */
+void MPIDI_AMLAPI_am_isend_done(aml_t * aml, void *arg)
+{
+    MPIR_Request *sreq = arg;
+    (void) aml;
+    MPL_free(MPIDI_AMLAPI_AMREQ(sreq).pack_buffer);
+    MPIDI_AMLAPI_AMREQ(sreq).pack_buffer = NULL;
+    MPIDIG_global.origin_cbs[MPIDI_AMLAPI_AMREQ(sreq).handler_id] (sreq);
+}
+
+int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
+                         const void *data, MPI_Aint data_sz, int src_vci, int dst_vci,
+                         MPIR_Request * sreq)
+{
+    int mpi_errno = MPI_SUCCESS;
+    uint64_t uhdr[(AML_UHDR_LIMIT) / 8];
+    MPIDI_AMLAPI_am_hdr_t *h = (MPIDI_AMLAPI_am_hdr_t *) uhdr;
+    aml_xfer_t x;
+    int rc;
+
+    MPIR_Assert(am_hdr_sz <= MPIDI_AMLAPI_am_hdr_limit());
+    h->handler_id = (uint16_t) handler_id;
+    h->src_vci = (uint8_t) src_vci;
+    h->dst_vci = (uint8_t) dst_vci;
+    h->rsvd = 0;
+    if (am_hdr_sz)
+        MPIR_Memcpy(h + 1, am_hdr, am_hdr_sz);
+
+    memset(&x, 0, sizeof(x));
+    x.peer = world_rank;
+    x.handler = MPIDI_AMLAPI_H_MPIDIG;
+    x.uhdr = uhdr;
+    x.uhdr_len = sizeof(*h) + am_hdr_sz;
+    x.data = data;
+    x.len = data_sz;
+    if (sreq) {
+        x.org_fn = MPIDI_AMLAPI_am_isend_done;
+        x.org_arg = sreq;
+    }
+    rc = aml_xfer(MPIDI_AMLAPI_global.aml, &x);
+    MPIDI_AMLAPI_CHK(rc, "aml_xfer");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* ---- receiving ------------------------------------------------------------------------ */
+
+static void unpack_seg(void *arg, size_t offset, const void *data, size_t len)
+{
+    (void) offset;      /* aml delivers pieces in order; MPIDIG tracks the offset itself */
+    MPIDIG_recv_copy_seg((void *) data, (MPI_Aint) len, (MPIR_Request *) arg);
+}
+
+static void recv_done(aml_t * aml, void *arg)
+{
+    MPIR_Request *rreq = arg;
+    (void) aml;
+    MPIDIG_REQUEST(rreq, req->target_cmpl_cb) (rreq);
+}
+
+static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    const MPIDI_AMLAPI_am_hdr_t *h = info->uhdr;
+    void *am_hdr;
+    uint32_t attr = 0;
+    MPIR_Request *rreq = NULL;
+    (void) ctx;
+
+    if (info->uhdr_len < sizeof(*h) || h->handler_id >= MPIDI_AM_HANDLERS_MAX ||
+        !MPIDIG_global.target_msg_cbs[h->handler_id])
+        MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: %zu-byte header, handler %d",
+                           info->src, info->uhdr_len,
+                           info->uhdr_len >= sizeof(*h) ? h->handler_id : -1);
+    am_hdr = (void *) (h + 1);
+    MPIDIG_AM_ATTR_SET_VCIS(attr, h->src_vci, h->dst_vci);
+
+    if (info->data || info->msg_len == 0) {
+        /* one packet: MPIDIG copies straight from the network buffer */
+        MPIDIG_global.target_msg_cbs[h->handler_id] (am_hdr, (void *) info->data,
+                                                     info->msg_len, attr, NULL);
+        return 0;
+    }
+
+    MPIDIG_global.target_msg_cbs[h->handler_id] (am_hdr, NULL, info->msg_len,
+                                                 attr | MPIDIG_AM_ATTR__IS_ASYNC, &rreq);
+    if (!rreq)
+        MPIDI_AMLAPI_fatal("MPIDIG handler %d took no request for %zu data bytes from rank %d",
+                           h->handler_id, info->msg_len, info->src);
+    MPIDIG_recv_setup(rreq);
+    MPIDIG_rreq_async_t *async = &MPIDIG_REQUEST(rreq, req->recv_async);
+    if (async->recv_type == MPIDIG_RECV_CONTIG && !rreq->status.MPI_ERROR &&
+        async->iov_one.iov_len >= (size_t) info->msg_len && !async->is_device_buffer) {
+        /* a contiguous buffer that holds it all (usually the user's): land the data there */
+        recv->buf = async->iov_one.iov_base;
+    } else {
+        recv->unpack = unpack_seg;
+        recv->unpack_arg = rreq;
+    }
+    recv->compl_fn = recv_done;
+    recv->compl_arg = rreq;
+    return 0;
+}
+
+int MPIDI_AMLAPI_am_init(void)
+{
+    int rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_MPIDIG,
+                                  mpidig_handler, NULL);
+    return rc == AML_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
+}

@@ -1,0 +1,55 @@
+/*
+ * amlapi netmod internals: globals, the aml handler ids the glue registers, error macros.
+ */
+#ifndef AMLAPI_IMPL_H_INCLUDED
+#define AMLAPI_IMPL_H_INCLUDED
+
+#include <mpidimpl.h>
+#include "mpidch4r.h"
+#include "aml.h"
+
+typedef struct {
+    aml_t *aml;
+    int rank;
+} MPIDI_AMLAPI_global_t;
+
+extern MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
+
+/* aml handler ids used by the glue */
+enum {
+    MPIDI_AMLAPI_H_MPIDIG = 0   /* MPICH's generic active messages (MPIDIG) */
+};
+
+/* What precedes MPIDIG's own header in the aml user header. 8 bytes, so the MPIDIG header
+ * that follows stays 8-byte aligned. */
+typedef struct {
+    uint16_t handler_id;
+    uint8_t src_vci;
+    uint8_t dst_vci;
+    uint32_t rsvd;
+} MPIDI_AMLAPI_am_hdr_t;
+
+#define MPIDI_AMLAPI_AMREQ(req) ((req)->dev.ch4.am.netmod_am.amlapi)
+
+/* An aml call that failed: MPI_ERR_OTHER naming the call and aml's reason. */
+#define MPIDI_AMLAPI_CHK(rc, call)                                                     \
+    do {                                                                               \
+        if (unlikely((rc) != AML_OK)) {                                                \
+            MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_aml",             \
+                                 "**amlapi_aml %s %s", call, aml_strerror(rc));        \
+        }                                                                              \
+    } while (0)
+
+/* COMM_WORLD rank of rank in comm: aml addresses peers by world rank. */
+MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_world_rank(MPIR_Comm * comm, int rank)
+{
+    int lpid, avtid;
+    MPIDIU_comm_rank_to_pid(comm, rank, &lpid, &avtid);
+    MPIR_Assert(avtid == 0);
+    return lpid;
+}
+
+int MPIDI_AMLAPI_am_init(void);
+void MPIDI_AMLAPI_fatal(const char *fmt, ...) __attribute__ ((format(printf, 1, 2), noreturn));
+
+#endif /* AMLAPI_IMPL_H_INCLUDED */

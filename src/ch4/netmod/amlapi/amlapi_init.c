@@ -1,0 +1,224 @@
+/*
+ * amlapi netmod: initialization, address exchange, finalization.
+ */
+
+#include "mpidimpl.h"
+#include "amlapi_impl.h"
+#include "mpidu_bc.h"
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+categories :
+    - name : CH4_AMLAPI
+      description : Variables of the ch4 amlapi netmod and its aml message layer
+
+cvars:
+    - name        : MPIR_CVAR_AMLAPI_PACKET_SIZE
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 8192
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Largest aml packet in bytes (packet header, user header and data). A message whose
+        header and data fit one packet uses the one-packet protocol; longer eager messages
+        are cut into packets of this size. Default: one UCX bcopy segment on shm and tcp.
+        Range 512 to 1048576.
+
+    - name        : MPIR_CVAR_AMLAPI_EAGER_LIMIT
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 65536
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Messages with more data bytes than this use the rendezvous protocol (scout, then the
+        receiver pulls the data into the buffer its header handler chose); smaller ones are
+        sent eagerly. Must be >= 0.
+
+    - name        : MPIR_CVAR_AMLAPI_PROTOCOL
+      category    : CH4_AMLAPI
+      type        : string
+      default     : "auto"
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Point-to-point protocol of the aml message layer: "auto" chooses per message by size
+        (one-packet, eager, rendezvous); "eager" and "rndv" force one protocol for every
+        message (testing and tuning).
+
+    - name        : MPIR_CVAR_AMLAPI_PROGRESS_MODE
+      category    : CH4_AMLAPI
+      type        : string
+      default     : "polling"
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        How the aml progress engine waits: "polling" spins on the UCX worker. "interrupt"
+        and "coprocessor" are reserved and currently rejected at MPI_Init.
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+#include <stdarg.h>
+
+MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
+
+/* A malformed packet or a failed transport under a handler: end the job, naming it. */
+void MPIDI_AMLAPI_fatal(const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    int n = snprintf(msg, sizeof(msg), "amlapi (rank %d): ", MPIR_Process.rank);
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof(msg) - n, fmt, ap);
+    va_end(ap);
+    MPID_Abort(NULL, MPI_ERR_INTERN, 1, msg);
+    abort();    /* MPID_Abort does not return */
+}
+
+static void aml_fatal_cb(void *arg, const char *msg)
+{
+    (void) arg;
+    MPIDI_AMLAPI_fatal("%s", msg);
+}
+
+/* CVARs -> aml configuration; a bad value is an MPI_ERR_OTHER naming the variable. */
+static int read_config(aml_config_t * cfg)
+{
+    int mpi_errno = MPI_SUCCESS;
+    char buf[64];
+
+    aml_config_default(cfg);
+    cfg->rank = MPIR_Process.rank;
+    cfg->size = MPIR_Process.size;
+    cfg->fatal = aml_fatal_cb;
+
+    if (MPIR_CVAR_AMLAPI_PACKET_SIZE < 512 || MPIR_CVAR_AMLAPI_PACKET_SIZE > 1048576 ||
+        MPIR_CVAR_AMLAPI_PACKET_SIZE > MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE) {
+        snprintf(buf, sizeof(buf), "%d (must be 512..min(1048576, %d))",
+                 MPIR_CVAR_AMLAPI_PACKET_SIZE, MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_PACKET_SIZE", buf);
+    }
+    cfg->packet_size = MPIR_CVAR_AMLAPI_PACKET_SIZE;
+
+    if (MPIR_CVAR_AMLAPI_EAGER_LIMIT < 0) {
+        snprintf(buf, sizeof(buf), "%d (must be >= 0)", MPIR_CVAR_AMLAPI_EAGER_LIMIT);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_EAGER_LIMIT", buf);
+    }
+    cfg->eager_limit = MPIR_CVAR_AMLAPI_EAGER_LIMIT;
+
+    const char *p = MPIR_CVAR_AMLAPI_PROTOCOL ? MPIR_CVAR_AMLAPI_PROTOCOL : "auto";
+    if (!strcmp(p, "auto"))
+        cfg->protocol = AML_PROTO_AUTO;
+    else if (!strcmp(p, "eager"))
+        cfg->protocol = AML_PROTO_EAGER;
+    else if (!strcmp(p, "rndv"))
+        cfg->protocol = AML_PROTO_RNDV;
+    else
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_PROTOCOL", "(use auto, eager or rndv)");
+
+    const char *m = MPIR_CVAR_AMLAPI_PROGRESS_MODE ? MPIR_CVAR_AMLAPI_PROGRESS_MODE : "polling";
+    if (strcmp(m, "polling") != 0)
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_PROGRESS_MODE",
+                             "(only \"polling\" is supported so far)");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_init_local(int *tag_bits)
+{
+    int mpi_errno = MPI_SUCCESS;
+    aml_config_t cfg;
+    int rc;
+
+    /* one VCI: aml has one worker (threads share it under MPICH's global lock) */
+    MPIR_Assert(MPIDI_global.n_vcis == 1);
+    mpi_errno = read_config(&cfg);
+    MPIR_ERR_CHECK(mpi_errno);
+    rc = aml_init(&cfg, &MPIDI_AMLAPI_global.aml);
+    MPIDI_AMLAPI_CHK(rc, "aml_init");
+    MPIDI_AMLAPI_global.rank = MPIR_Process.rank;
+    mpi_errno = MPIDI_AMLAPI_am_init();
+    MPIR_ERR_CHECK(mpi_errno);
+    /* aml carries the whole tag in its header: no tag bits are taken for matching */
+    *tag_bits = MPIR_TAG_BITS_DEFAULT;
+
+    if (MPIR_CVAR_DEBUG_SUMMARY && MPIR_Process.rank == 0) {
+        int64_t v;
+        printf("==== amlapi netmod ====\n");
+        aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_PACKET_SIZE, &v);
+        printf("packet size: %lld\n", (long long) v);
+        aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_MAX_UHDR, &v);
+        printf("max user header: %lld\n", (long long) v);
+        aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_EAGER_LIMIT, &v);
+        printf("eager limit: %lld\n", (long long) v);
+        printf("protocol: %s\n", MPIR_CVAR_AMLAPI_PROTOCOL);
+        printf("=======================\n");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_init_world(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    const void *addr;
+    size_t addr_len;
+    void *table = NULL;
+    int stride, rc;
+
+    if (MPIR_CVAR_CH4_ROOTS_ONLY_PMI)
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**amlapi_notsupported",
+                             "**amlapi_notsupported %s", "MPIR_CVAR_CH4_ROOTS_ONLY_PMI=1");
+    aml_local_address(MPIDI_AMLAPI_global.aml, &addr, &addr_len);
+    /* every rank's UCX worker address through PMI; the table has a fixed stride */
+    mpi_errno = MPIDU_bc_table_create(MPIR_Process.rank, MPIR_Process.size,
+                                      MPIR_Process.node_map, (void *) addr, (int) addr_len,
+                                      FALSE, FALSE, &table, &stride);
+    MPIR_ERR_CHECK(mpi_errno);
+    rc = aml_connect(MPIDI_AMLAPI_global.aml, table, (size_t) stride);
+    MPIDU_bc_table_destroy();
+    MPIDI_AMLAPI_CHK(rc, "aml_connect");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_post_init(void)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_finalize_hook(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    int rc;
+
+    /* everything of ours delivered and endpoints closed, then wait for all peers, then free */
+    rc = aml_quiesce(MPIDI_AMLAPI_global.aml);
+    MPIDI_AMLAPI_CHK(rc, "aml_quiesce");
+    mpi_errno = MPIR_pmi_barrier();
+    MPIR_ERR_CHECK(mpi_errno);
+    rc = aml_finalize(MPIDI_AMLAPI_global.aml);
+    MPIDI_AMLAPI_global.aml = NULL;
+    MPIDI_AMLAPI_CHK(rc, "aml_finalize");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}

@@ -1,0 +1,188 @@
+/*
+ * amlapi netmod: the non-inline entry points other than init/finalize. Windows and
+ * partitioned communication use MPICH's generic implementations (their traffic rides on
+ * amlapi's active messages); dynamic processes are not supported yet.
+ */
+
+#include "mpidimpl.h"
+#include "amlapi_impl.h"
+#include "amlapi_noinline.h"
+
+int MPIDI_AMLAPI_comm_set_hints(MPIR_Comm * comm_ptr, MPIR_Info * info)
+{
+    return MPI_SUCCESS;
+}
+
+static int not_supported(const char *what)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIR_ERR_SET1(mpi_errno, MPI_ERR_UNSUPPORTED_OPERATION, "**amlapi_notsupported",
+                  "**amlapi_notsupported %s", what);
+    return mpi_errno;
+}
+
+int MPIDI_AMLAPI_get_local_upids(MPIR_Comm * comm, int **local_upid_size, char **local_upids)
+{
+    return not_supported("dynamic processes (MPI_Comm_spawn, connect/accept)");
+}
+
+int MPIDI_AMLAPI_upids_to_gpids(int size, int *remote_upid_size, char *remote_upids,
+                                uint64_t * remote_gpids)
+{
+    return not_supported("dynamic processes (MPI_Comm_spawn, connect/accept)");
+}
+
+int MPIDI_AMLAPI_dynamic_send(uint64_t remote_gpid, int tag, const void *buf, int size,
+                              int timeout)
+{
+    return not_supported("dynamic processes (MPI_Comm_spawn, connect/accept)");
+}
+
+int MPIDI_AMLAPI_dynamic_recv(int tag, void *buf, int size, int timeout)
+{
+    return not_supported("dynamic processes (MPI_Comm_spawn, connect/accept)");
+}
+
+int MPIDI_AMLAPI_mpi_comm_commit_pre_hook(MPIR_Comm * comm)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_comm_commit_post_hook(MPIR_Comm * comm)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_comm_free_hook(MPIR_Comm * comm)
+{
+    return MPI_SUCCESS;
+}
+
+/* Window hooks: the generic window carries every RMA operation as active messages. */
+int MPIDI_AMLAPI_mpi_win_create_hook(MPIR_Win * win)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_win_allocate_hook(MPIR_Win * win)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_win_allocate_shared_hook(MPIR_Win * win)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_win_create_dynamic_hook(MPIR_Win * win)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_win_attach_hook(MPIR_Win * win, void *base, MPI_Aint size)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_win_detach_hook(MPIR_Win * win, const void *base)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_psend_init(const void *buf, int partitions, MPI_Aint count,
+                                MPI_Datatype datatype, int rank, int tag, MPIR_Comm * comm,
+                                MPIR_Info * info, MPIDI_av_entry_t * av, MPIR_Request ** req_p)
+{
+    return MPIDIG_mpi_psend_init(buf, partitions, count, datatype, rank, tag, comm, info, req_p);
+}
+
+int MPIDI_AMLAPI_mpi_precv_init(void *buf, int partitions, MPI_Aint count, MPI_Datatype datatype,
+                                int rank, int tag, MPIR_Comm * comm, MPIR_Info * info,
+                                MPIDI_av_entry_t * av, MPIR_Request ** req_p)
+{
+    return MPIDIG_mpi_precv_init(buf, partitions, count, datatype, rank, tag, comm, info, req_p);
+}
+
+void *MPIDI_AMLAPI_mpi_alloc_mem(MPI_Aint size, MPIR_Info * info)
+{
+    return MPIDIG_mpi_alloc_mem(size, info);
+}
+
+int MPIDI_AMLAPI_mpi_free_mem(void *ptr)
+{
+    return MPIDIG_mpi_free_mem(ptr);
+}
+
+int MPIDI_AMLAPI_mpi_win_set_info(MPIR_Win * win, MPIR_Info * info)
+{
+    return MPIDIG_mpi_win_set_info(win, info);
+}
+
+int MPIDI_AMLAPI_mpi_win_get_info(MPIR_Win * win, MPIR_Info ** info_p)
+{
+    return MPIDIG_mpi_win_get_info(win, info_p);
+}
+
+int MPIDI_AMLAPI_mpi_win_free(MPIR_Win ** win_p)
+{
+    return MPIDIG_mpi_win_free(win_p);
+}
+
+int MPIDI_AMLAPI_mpi_win_create(void *base, MPI_Aint length, int disp_unit, MPIR_Info * info,
+                                MPIR_Comm * comm_ptr, MPIR_Win ** win_p)
+{
+    return MPIDIG_mpi_win_create(base, length, disp_unit, info, comm_ptr, win_p);
+}
+
+int MPIDI_AMLAPI_mpi_win_attach(MPIR_Win * win, void *base, MPI_Aint size)
+{
+    return MPIDIG_mpi_win_attach(win, base, size);
+}
+
+int MPIDI_AMLAPI_mpi_win_allocate_shared(MPI_Aint size, int disp_unit, MPIR_Info * info,
+                                         MPIR_Comm * comm_ptr, void **baseptr_p,
+                                         MPIR_Win ** win_p)
+{
+    return MPIDIG_mpi_win_allocate_shared(size, disp_unit, info, comm_ptr, baseptr_p, win_p);
+}
+
+int MPIDI_AMLAPI_mpi_win_detach(MPIR_Win * win, const void *base)
+{
+    return MPIDIG_mpi_win_detach(win, base);
+}
+
+int MPIDI_AMLAPI_mpi_win_allocate(MPI_Aint size, int disp_unit, MPIR_Info * info,
+                                  MPIR_Comm * comm, void *baseptr, MPIR_Win ** win_p)
+{
+    return MPIDIG_mpi_win_allocate(size, disp_unit, info, comm, baseptr, win_p);
+}
+
+int MPIDI_AMLAPI_mpi_win_create_dynamic(MPIR_Info * info, MPIR_Comm * comm, MPIR_Win ** win_p)
+{
+    return MPIDIG_mpi_win_create_dynamic(info, comm, win_p);
+}
+
+int MPIDI_AMLAPI_mpi_type_commit_hook(MPIR_Datatype * datatype_p)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_type_free_hook(MPIR_Datatype * datatype_p)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_op_commit_hook(MPIR_Op * op_p)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_op_free_hook(MPIR_Op * op_p)
+{
+    return MPI_SUCCESS;
+}

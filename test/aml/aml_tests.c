@@ -1,0 +1,680 @@
+/*
+ * Unit tests of the aml message layer, without MPI. `aml_tests NAME` runs one test and
+ * exits 0 on success; `aml_tests --list` prints the names.
+ */
+#include "launch.h"
+#include "aml_impl.h"
+#include <string.h>
+#include <stdint.h>
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+static unsigned char pattern(int src, size_t i, uint64_t salt)
+{
+    return (unsigned char) ((i * 131 + (size_t) src * 7 + salt * 13) & 0xff);
+}
+
+static void fill(unsigned char *b, size_t n, int src, uint64_t salt)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = pattern(src, i, salt);
+}
+
+static size_t first_bad(const unsigned char *b, size_t n, int src, uint64_t salt)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != pattern(src, i, salt))
+            return i;
+    return (size_t) -1;
+}
+
+/* ---- receive side used by several tests ------------------------------------------------ */
+
+typedef struct {
+    int src;
+    uint64_t salt;
+    uint64_t seq;
+    int use_unpack;
+} msg_hdr_t;
+
+typedef struct rx_state {
+    unsigned char *buf;
+    size_t cap;
+    size_t len;
+    msg_hdr_t hdr;
+    int got_src;
+    int done;
+    int handler_calls;
+    int compl_calls;
+    uint64_t next_seq[16];
+    int order_errors;
+    size_t bad_at;
+    size_t slot;                /* >0: each source lands at buf + src * slot */
+    int bad_count;
+    /* the message being received from each source (several may be in flight) */
+    struct rx_msg {
+        struct rx_state *r;
+        unsigned char *cur;
+        size_t len;
+        msg_hdr_t hdr;
+    } msg[16];
+} rx_state_t;
+
+static rx_state_t rx;
+
+static void unpack_fn(void *arg, size_t off, const void *data, size_t len)
+{
+    struct rx_msg *m = arg;
+    memcpy(m->cur + off, data, len);
+}
+
+static void compl_fn(aml_t * aml, void *arg)
+{
+    struct rx_msg *m = arg;
+    rx_state_t *r = m->r;
+    (void) aml;
+    r->compl_calls++;
+    r->len = m->len;
+    r->bad_at = first_bad(m->cur, m->len, m->hdr.src, m->hdr.salt);
+    if (r->bad_at != (size_t) -1)
+        r->bad_count++;
+    r->done++;
+}
+
+static int test_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    rx_state_t *r = ctx;
+    (void) aml;
+    r->handler_calls++;
+    if (info->uhdr_len != sizeof(msg_hdr_t) || ((uintptr_t) info->uhdr & 7))
+        return 1;
+    memcpy(&r->hdr, info->uhdr, sizeof(msg_hdr_t));
+    if (r->hdr.src != info->src || info->msg_len > r->cap)
+        return 1;
+    if (r->hdr.seq != r->next_seq[info->src]++)
+        r->order_errors++;
+    r->got_src = info->src;
+    r->len = info->msg_len;
+    struct rx_msg *m = &r->msg[info->src];
+    m->r = r;
+    m->cur = r->buf + (size_t) info->src * r->slot;
+    m->len = info->msg_len;
+    m->hdr = r->hdr;
+    if (r->hdr.use_unpack) {
+        recv->unpack = unpack_fn;
+        recv->unpack_arg = m;
+    } else {
+        recv->buf = m->cur;
+    }
+    recv->compl_fn = compl_fn;
+    recv->compl_arg = m;
+    return 0;
+}
+
+static void rx_setup(rank_ctx_t * c, size_t cap)
+{
+    memset(&rx, 0, sizeof(rx));
+    rx.cap = cap;
+    rx.buf = malloc(cap ? cap : 1);
+    CHECK(rx.buf, "malloc");
+    CHECK_OK(aml_register_handler(c->aml, 3, test_handler, &rx));
+}
+
+static void wait_done(rank_ctx_t * c, int n)
+{
+    while (rx.done < n)
+        aml_progress(c->aml);
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+/* handlers, user headers, counters (target counter named remotely, origin, completion) */
+static int t_handlers(rank_ctx_t * c)
+{
+    aml_cntr_t tgt, org, cmpl;
+    uintptr_t tgt_addrs[16];
+    unsigned char *data = malloc(100);
+    rx_setup(c, 100);
+    CHECK_OK(aml_cntr_init(c->aml, &tgt, 0));
+    CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+    CHECK_OK(aml_cntr_init(c->aml, &cmpl, 0));
+    CHECK_OK(aml_address_init(c->aml, (uintptr_t) & tgt, tgt_addrs));
+    CHECK(tgt_addrs[c->rank] == (uintptr_t) & tgt, "own entry");
+    fill(data, 100, c->rank, 1);
+    for (int p = 0; p < c->size; p++) {
+        msg_hdr_t h = { c->rank, 1, 0, 0 };
+        if (p == c->rank)
+            continue;
+        CHECK_OK(aml_amsend(c->aml, p, 3, &h, sizeof(h), data, 100,
+                            (aml_cntr_t *) tgt_addrs[p], &org, &cmpl));
+        CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        CHECK_OK(aml_cntr_wait(c->aml, &cmpl, 1));
+    }
+    /* one message from every other rank, each complete and counted */
+    CHECK_OK(aml_cntr_wait(c->aml, &tgt, c->size - 1));
+    CHECK(rx.handler_calls == c->size - 1 && rx.compl_calls == c->size - 1,
+          "handler %d compl %d", rx.handler_calls, rx.compl_calls);
+    CHECK(aml_cntr_get(&tgt) == 0, "target counter left at %lld", (long long) aml_cntr_get(&tgt));
+    aml_cntr_set(&org, 5);
+    CHECK(aml_cntr_get(&org) == 5, "set/get");
+    CHECK_OK(aml_barrier(c->aml));
+    CHECK_OK(aml_cntr_destroy(c->aml, &tgt));
+    free(data);
+    return 0;
+}
+
+static const size_t sizes[] = { 0, 1, 7, 8, 100, 4000, 8119, 8120, 8121, 8192, 20000, 65535,
+    65536, 65537, 200000, 1 << 20, 4 << 20, 16 << 20
+};
+
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static size_t max_size = 16 << 20;
+
+/* every size class, both landing modes (buffer / unpack); rank 0 -> rank 1 */
+static int t_sizes(rank_ctx_t * c)
+{
+    aml_cntr_t org, cmpl;
+    unsigned char *data = malloc(max_size);
+    uint64_t salt = 100;
+    rx_setup(c, max_size);
+    CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+    CHECK_OK(aml_cntr_init(c->aml, &cmpl, 0));
+    for (int mode = 0; mode < 2; mode++) {
+        for (size_t k = 0; k < NSIZES && sizes[k] <= max_size; k++, salt++) {
+            size_t n = sizes[k];
+            if (c->rank == 0) {
+                msg_hdr_t h = { 0, salt, rx.next_seq[0]++, mode };
+                fill(data, n, 0, salt);
+                CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), data, n, NULL, &org, &cmpl));
+                CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+                /* reusable after the origin counter: scribble to catch late reads */
+                memset(data, 0xee, n);
+                CHECK_OK(aml_cntr_wait(c->aml, &cmpl, 1));
+            } else if (c->rank == 1) {
+                int want = rx.done + 1;
+                wait_done(c, want);
+                CHECK(rx.len == n, "size %zu: got %zu", n, rx.len);
+                CHECK(rx.bad_at == (size_t) -1, "size %zu mode %d: byte %zu wrong", n, mode,
+                      rx.bad_at);
+            }
+        }
+    }
+    CHECK(rx.order_errors == 0, "order");
+    if (c->rank == 0) {
+        int64_t v = AML_PROTO_ONEPACKET, e = AML_PROTO_EAGER, r = AML_PROTO_RNDV;
+        CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &v));
+        CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &e));
+        CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &r));
+        int64_t proto;
+        aml_qenv(c->aml, AML_Q_PROTOCOL, &proto);
+        if (proto == AML_PROTO_AUTO)
+            CHECK(v > 0 && e > 0 && r > 0, "protocols used: one %lld eager %lld rndv %lld",
+                  (long long) v, (long long) e, (long long) r);
+        else
+            CHECK((proto == AML_PROTO_EAGER ? e : r) > 0, "forced protocol not used");
+    }
+    CHECK_OK(aml_barrier(c->aml));
+    free(data);
+    return 0;
+}
+
+static void force_eager(aml_config_t * cfg)
+{
+    cfg->protocol = AML_PROTO_EAGER;
+    max_size = 1 << 20;
+}
+
+static void force_rndv(aml_config_t * cfg)
+{
+    cfg->protocol = AML_PROTO_RNDV;
+}
+
+static void small_packets(aml_config_t * cfg)
+{
+    cfg->packet_size = 1024;
+    cfg->eager_limit = 4096;
+    max_size = 1 << 20;
+}
+
+/* many senders, mixed sizes (all protocols): per-sender order is kept */
+static int t_order(rank_ctx_t * c)
+{
+    const int nmsg = 150;
+    aml_cntr_t org;
+    unsigned char *data = malloc(100000);
+    rx_setup(c, 100000 * (size_t) c->size);
+    rx.slot = 100000;
+    CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+    if (c->rank != 0) {
+        for (int i = 0; i < nmsg; i++) {
+            size_t n = (size_t) ((i * 7919 + c->rank * 104729) % 100000);
+            if (i % 3 == 0)
+                n %= 200;
+            msg_hdr_t h = { c->rank, (uint64_t) i, (uint64_t) i, i & 1 };
+            fill(data, n, c->rank, (uint64_t) i);
+            CHECK_OK(aml_amsend(c->aml, 0, 3, &h, sizeof(h), data, n, NULL, &org, NULL));
+            CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        }
+    } else {
+        /* messages of different senders interleave: each lands in its sender's slot, and
+         * the completion handler checks it while it is still there */
+        wait_done(c, nmsg * (c->size - 1));
+        CHECK(rx.bad_count == 0, "%d messages corrupted", rx.bad_count);
+        CHECK(rx.order_errors == 0, "%d order errors", rx.order_errors);
+    }
+    CHECK_OK(aml_barrier(c->aml));
+    free(data);
+    return 0;
+}
+
+/* put/get/rmw on registered memory, fences, gfence, address_init */
+static int t_rma(rank_ctx_t * c)
+{
+    const size_t region = 4 << 20;
+    unsigned char *win = calloc(1, region), *local = malloc(region);
+    int64_t *atom = calloc(4, sizeof(int64_t));
+    uintptr_t bases[16], atoms[16];
+    aml_cntr_t org, tgt, cmpl;
+    int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
+    static const size_t psz[] = { 0, 8, 5000, 70000, 3 << 20 };
+
+    CHECK_OK(aml_mem_register(c->aml, win, region));
+    CHECK_OK(aml_mem_register(c->aml, atom, 4 * sizeof(int64_t)));
+    CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+    CHECK_OK(aml_cntr_init(c->aml, &tgt, 0));
+    CHECK_OK(aml_cntr_init(c->aml, &cmpl, 0));
+    CHECK_OK(aml_address_init(c->aml, (uintptr_t) win, bases));
+    CHECK_OK(aml_address_init(c->aml, (uintptr_t) atom, atoms));
+
+    for (size_t k = 0; k < sizeof(psz) / sizeof(psz[0]); k++) {
+        size_t n = psz[k];
+        fill(local, n, c->rank, k);
+        CHECK_OK(aml_put(c->aml, right, (void *) bases[right], local, n, NULL, &org, &cmpl));
+        CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        CHECK_OK(aml_cntr_wait(c->aml, &cmpl, 1));
+        CHECK_OK(aml_gfence(c->aml));
+        CHECK(first_bad(win, n, left, k) == (size_t) -1, "put of %zu bytes from %d", n, left);
+        /* read back what our right neighbour got from us */
+        memset(local, 0, n);
+        CHECK_OK(aml_get(c->aml, right, (void *) bases[right], local, n, NULL, &org));
+        CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        CHECK(first_bad(local, n, c->rank, k) == (size_t) -1, "get of %zu bytes", n);
+        CHECK_OK(aml_gfence(c->aml));
+    }
+
+    /* put + fence: after aml_fence the data is at the target */
+    fill(local, 1 << 20, c->rank, 77);
+    CHECK_OK(aml_put(c->aml, right, (char *) bases[right] + 8, local, 1 << 20, NULL, NULL, NULL));
+    CHECK_OK(aml_fence(c->aml, right));
+    CHECK_OK(aml_gfence(c->aml));
+    CHECK(first_bad(win + 8, 1 << 20, left, 77) == (size_t) -1, "put before fence");
+
+    /* rmw: every rank adds 1..10 to rank 0's atom[0] */
+    for (int i = 1; i <= 10; i++) {
+        int64_t in[2] = { i, 0 }, prev = -1;
+        CHECK_OK(aml_rmw(c->aml, 0, AML_RMW_FETCH_ADD, (int64_t *) atoms[0], in, &prev, &org));
+        CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        CHECK(prev >= 0, "fetch-add returned %lld", (long long) prev);
+    }
+    CHECK_OK(aml_gfence(c->aml));
+    if (c->rank == 0)
+        CHECK(atom[0] == 55 * c->size, "sum %lld, want %d", (long long) atom[0], 55 * c->size);
+    /* compare-and-swap: exactly one rank wins */
+    {
+        int64_t in[2] = { 0, c->rank + 1 }, prev = -1;
+        CHECK_OK(aml_rmw(c->aml, 0, AML_RMW_CMP_SWAP, (int64_t *) atoms[0] + 1, in, &prev,
+                         &org));
+        CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        int64_t won = prev == 0, wins[16];
+        CHECK_OK(aml_address_init(c->aml, (uintptr_t) won, (uintptr_t *) wins));
+        int64_t total = 0;
+        for (int i = 0; i < c->size; i++)
+            total += wins[i];
+        CHECK(total == 1, "%lld ranks won the compare-and-swap", (long long) total);
+    }
+    /* swap */
+    {
+        int64_t in[2] = { 1000 + c->rank, 0 }, prev = -5;
+        CHECK_OK(aml_rmw(c->aml, right, AML_RMW_SWAP, (int64_t *) atoms[right] + 2, in, &prev,
+                         &org));
+        CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        CHECK(prev == 0, "swap saw %lld", (long long) prev);
+        CHECK_OK(aml_gfence(c->aml));
+        CHECK(atom[2] == 1000 + left, "swap result %lld", (long long) atom[2]);
+    }
+    CHECK_OK(aml_barrier(c->aml));
+    CHECK_OK(aml_mem_deregister(c->aml, win));
+    CHECK(aml_mem_deregister(c->aml, win) == AML_ERR_RANGE, "double deregister");
+    free(win);
+    free(local);
+    return 0;
+}
+
+/* environment queries and argument checking */
+static int in_handler_wait_rc = -1;
+static int blocking_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
+                            aml_recv_t * recv)
+{
+    aml_cntr_t *cnt = ctx;
+    (void) info;
+    (void) recv;
+    in_handler_wait_rc = aml_cntr_wait(aml, cnt, 1);
+    cnt->value = 1000;
+    return 0;
+}
+
+static int t_env(rank_ctx_t * c)
+{
+    int64_t v;
+    aml_cntr_t cnt;
+    char big[2048] = { 0 };
+    CHECK_OK(aml_qenv(c->aml, AML_Q_RANK, &v));
+    CHECK(v == c->rank, "rank");
+    CHECK_OK(aml_qenv(c->aml, AML_Q_SIZE, &v));
+    CHECK(v == c->size, "size");
+    CHECK_OK(aml_qenv(c->aml, AML_Q_PACKET_SIZE, &v));
+    CHECK(v == 8192, "packet size %lld", (long long) v);
+    CHECK_OK(aml_qenv(c->aml, AML_Q_MAX_UHDR, &v));
+    CHECK(v >= 256 && v <= AML_UHDR_LIMIT, "max uhdr %lld", (long long) v);
+    CHECK_OK(aml_senv(c->aml, AML_Q_EAGER_LIMIT, 1234));
+    CHECK_OK(aml_qenv(c->aml, AML_Q_EAGER_LIMIT, &v));
+    CHECK(v == 1234, "eager limit");
+    CHECK(aml_senv(c->aml, AML_Q_EAGER_LIMIT, -1) == AML_ERR_INVAL, "negative eager limit");
+    CHECK(aml_senv(c->aml, AML_Q_PACKET_SIZE, 100) == AML_ERR_INVAL, "packet size read-only");
+    CHECK(aml_senv(c->aml, AML_Q_PROTOCOL, 99) == AML_ERR_INVAL, "bad protocol");
+    CHECK(aml_qenv(c->aml, 999, &v) == AML_ERR_INVAL, "bad query");
+    v = 99;
+    CHECK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &v) == AML_ERR_INVAL, "bad protocol stat");
+    /* bad arguments are refused, nothing is sent */
+    CHECK(aml_amsend(c->aml, c->size, 3, NULL, 0, NULL, 0, NULL, NULL, NULL) == AML_ERR_INVAL,
+          "peer out of range");
+    CHECK(aml_amsend(c->aml, -1, 3, NULL, 0, NULL, 0, NULL, NULL, NULL) == AML_ERR_INVAL,
+          "negative peer");
+    CHECK(aml_amsend(c->aml, 0, AML_MAX_HANDLERS, NULL, 0, NULL, 0, NULL, NULL, NULL) ==
+          AML_ERR_INVAL, "internal handler id");
+    CHECK(aml_amsend(c->aml, 0, 3, big, sizeof(big), NULL, 0, NULL, NULL, NULL) ==
+          AML_ERR_INVAL, "oversized user header");
+    CHECK(aml_amsend(c->aml, 0, 3, NULL, 0, NULL, 10, NULL, NULL, NULL) == AML_ERR_INVAL,
+          "data length without data");
+    CHECK(aml_register_handler(c->aml, AML_MAX_HANDLERS, test_handler, NULL) == AML_ERR_INVAL,
+          "register out of range");
+    CHECK(aml_register_handler(c->aml, 1, NULL, NULL) == AML_ERR_INVAL, "null handler");
+    CHECK(aml_rmw(c->aml, 0, AML_RMW_FETCH_ADD, (int64_t *) 4, (int64_t[2]) {
+                  1, 0}, NULL, NULL) == AML_ERR_INVAL, "unaligned rmw");
+    CHECK(aml_rmw(c->aml, 0, 9, (int64_t *) 8, (int64_t[2]) {
+                  1, 0}, NULL, NULL) == AML_ERR_INVAL, "bad rmw op");
+    CHECK(aml_fence(c->aml, c->size) == AML_ERR_INVAL, "fence peer");
+    CHECK(aml_connect(c->aml, "x", 1) == AML_ERR_STATE, "second connect");
+    CHECK(strcmp(aml_proto_name(AML_PROTO_RNDV), "rndv") == 0, "proto name");
+    /* a header handler may not block */
+    CHECK_OK(aml_cntr_init(c->aml, &cnt, 0));
+    CHECK_OK(aml_register_handler(c->aml, 4, blocking_handler, &cnt));
+    CHECK_OK(aml_amsend(c->aml, c->rank, 4, NULL, 0, NULL, 0, NULL, NULL, NULL));
+    while (cnt.value != 1000)
+        aml_progress(c->aml);
+    CHECK(in_handler_wait_rc == AML_ERR_STATE, "blocking in a handler returned %d",
+          in_handler_wait_rc);
+    CHECK_OK(aml_barrier(c->aml));
+    return 0;
+}
+
+/* invalid configuration is refused by aml_init */
+static int t_config(void)
+{
+    aml_config_t cfg;
+    aml_t *a;
+    aml_config_default(&cfg);
+    cfg.size = 1;
+    cfg.packet_size = 100;
+    if (aml_init(&cfg, &a) != AML_ERR_INVAL)
+        return 1;
+    aml_config_default(&cfg);
+    cfg.size = 1;
+    cfg.rank = 1;
+    if (aml_init(&cfg, &a) != AML_ERR_INVAL)
+        return 1;
+    aml_config_default(&cfg);
+    cfg.size = 1;
+    cfg.progress_mode = 7;
+    if (aml_init(&cfg, &a) != AML_ERR_NOT_SUPPORTED)
+        return 1;
+    aml_config_default(&cfg);
+    cfg.size = 1;
+    if (aml_init(&cfg, &a) != AML_OK)
+        return 1;
+    if (aml_xfer(a, &(aml_xfer_t) {
+                 0}) != AML_ERR_STATE)        /* not connected */
+        return 1;
+    return aml_finalize(a) == AML_OK ? 0 : 1;
+}
+
+/* ---- malformed packets: the receiver stops with a message naming peer and type ---------- */
+
+typedef struct {
+    const char *name;
+    const char *expect;         /* part of the fatal message */
+    void (*make) (aml_pkt_t * p, char *extra, size_t * hlen, size_t * dlen);
+} bad_case_t;
+
+static void mk_one(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ONE;
+    p->handler = 3;
+    p->msg_len = 100;   /* but only 10 bytes follow */
+    *d = 10;
+}
+
+static void mk_first(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_EAGER_FIRST;
+    p->handler = 3;
+    p->msg_len = 100;
+    p->addr = 50;       /* first chunk must be at offset 0 */
+    *d = 10;
+}
+
+static void mk_cont(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_EAGER_CONT;
+    p->msg_id = 77;     /* nothing under assembly */
+    p->msg_len = 100;
+    *d = 10;
+}
+
+static void mk_scout(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_RNDV_SCOUT;
+    p->handler = 3;
+    p->msg_len = 1 << 20;
+    p->aux0 = 64;       /* rkey length disagrees with the payload */
+    *d = 10;
+}
+
+static void mk_done(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_RNDV_DONE;
+    p->msg_id = 12345;
+}
+
+static void mk_cmpl(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_CMPL;
+    p->msg_id = 999;
+}
+
+static void mk_get(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_GET_REQ;
+    p->addr = 0x1000;   /* not registered */
+    p->msg_len = 64;
+}
+
+static void mk_rmw(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_RMW_REQ;
+    p->handler = AML_RMW_FETCH_ADD;
+    p->addr = 0x1003;   /* unaligned */
+}
+
+static void mk_rmw_reply(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_RMW_REPLY;
+    p->msg_id = 4242;
+}
+
+static void mk_fence_req(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_FENCE_REQ;
+    *d = 16;            /* control packets carry no data */
+}
+
+static void mk_fence_ack(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_FENCE_ACK;        /* nobody asked */
+}
+
+static void mk_unknown(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = 99;
+}
+
+static void mk_handler(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ONE;
+    p->handler = 9;     /* never registered */
+}
+
+static void mk_uhdr(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ONE;
+    p->handler = 3;
+    p->uhdr_len = 200;  /* header carries none */
+}
+
+static void mk_src(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ONE;
+    p->src = 77;
+}
+
+static void mk_cntr(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ONE;
+    p->handler = 3;
+    p->uhdr_len = sizeof(msg_hdr_t);
+    p->cntr = 0x12345678;       /* not a counter of the target */
+    memset(x, 0, sizeof(msg_hdr_t));
+    *h += sizeof(msg_hdr_t);
+}
+
+static void mk_seq(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ONE;
+    p->seq = (uint32_t) -5;     /* from the past */
+}
+
+static const bad_case_t bad_cases[] = {
+    {"bad_one", "type ONE (1): carries 10 data bytes, header says 100", mk_one},
+    {"bad_eager_first", "type EAGER_FIRST (2): first chunk at offset 50", mk_first},
+    {"bad_eager_cont", "type EAGER_CONT (3): continuation of message 77", mk_cont},
+    {"bad_rndv_scout", "type RNDV_SCOUT (4): rkey of 10 bytes, header says 64", mk_scout},
+    {"bad_rndv_done", "type RNDV_DONE (5): no rendezvous message 12345", mk_done},
+    {"bad_cmpl", "type CMPL (6): completion for message 999", mk_cmpl},
+    {"bad_get_req", "type GET_REQ (7): get of [0x1000, +64) outside registered", mk_get},
+    {"bad_rmw_req", "type RMW_REQ (8): rmw on 0x1003", mk_rmw},
+    {"bad_rmw_reply", "type RMW_REPLY (9): reply 4242 answers no outstanding rmw",
+     mk_rmw_reply},
+    {"bad_fence_req", "type FENCE_REQ (10): control packet carries 0 header and 16 data",
+     mk_fence_req},
+    {"bad_fence_ack", "type FENCE_ACK (11): fence acknowledgement nobody asked for",
+     mk_fence_ack},
+    {"bad_type", "type UNKNOWN (99): unknown packet type", mk_unknown},
+    {"bad_handler", "type ONE (1): handler 9 is not registered", mk_handler},
+    {"bad_uhdr_len", "type ONE (1): header carries 0 user-header bytes, packet says 200",
+     mk_uhdr},
+    {"bad_src", "source 77 out of range", mk_src},
+    {"bad_cntr", "type ONE (1): target counter 0x12345678 is not a counter", mk_cntr},
+    {"bad_seq", "type ONE (1): stale sequence number", mk_seq},
+};
+
+static const bad_case_t *cur_bad;
+
+static int t_bad(rank_ctx_t * c)
+{
+    rx_setup(c, 1 << 20);
+    test_barrier(c);
+    if (c->rank == 0) {
+        char hdr[sizeof(aml_pkt_t) + 512], data[64];
+        aml_pkt_t p;
+        size_t hlen = sizeof(aml_pkt_t), dlen = 0;
+        memset(&p, 0, sizeof(p));
+        memset(data, 0, sizeof(data));
+        p.src = 0;
+        p.seq = aml_debug_next_seq(c->aml, 1);
+        cur_bad->make(&p, hdr + sizeof(aml_pkt_t), &hlen, &dlen);
+        if (cur_bad->make == mk_seq)
+            p.seq += (uint32_t) -5;
+        memcpy(hdr, &p, sizeof(p));
+        CHECK_OK(aml_debug_send_raw(c->aml, 1, hdr, hlen, data, dlen));
+    }
+    for (;;)            /* rank 1 stops in aml's fatal path; the launcher ends rank 0 */
+        aml_progress(c->aml);
+    return 1;
+}
+
+/* ---- driver --------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int nprocs;
+    rank_body_t body;
+    void (*hook) (aml_config_t *);
+} test_t;
+
+static const test_t tests[] = {
+    {"handlers", 3, t_handlers, NULL},
+    {"sizes", 2, t_sizes, NULL},
+    {"sizes_eager", 2, t_sizes, force_eager},
+    {"sizes_rndv", 2, t_sizes, force_rndv},
+    {"sizes_small_packets", 2, t_sizes, small_packets},
+    {"order", 4, t_order, NULL},
+    {"rma", 3, t_rma, NULL},
+    {"env", 2, t_env, NULL},
+};
+
+int main(int argc, char **argv)
+{
+    size_t nt = sizeof(tests) / sizeof(tests[0]), nb = sizeof(bad_cases) / sizeof(bad_cases[0]);
+    if (argc < 2) {
+        fprintf(stderr, "usage: aml_tests NAME | --list\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "--list")) {
+        for (size_t i = 0; i < nt; i++)
+            printf("%s\n", tests[i].name);
+        printf("config\n");
+        for (size_t i = 0; i < nb; i++)
+            printf("%s\n", bad_cases[i].name);
+        return 0;
+    }
+    if (!strcmp(argv[1], "config"))
+        return t_config();
+    for (size_t i = 0; i < nt; i++)
+        if (!strcmp(argv[1], tests[i].name))
+            return launch(tests[i].nprocs, tests[i].body, tests[i].hook, 120, -1, NULL);
+    for (size_t i = 0; i < nb; i++) {
+        if (!strcmp(argv[1], bad_cases[i].name)) {
+            char expect[300];
+            cur_bad = &bad_cases[i];
+            /* the message names the sending peer and the packet type */
+            if (strstr(cur_bad->expect, "source"))
+                snprintf(expect, sizeof(expect), "%s", cur_bad->expect);
+            else
+                snprintf(expect, sizeof(expect), "from rank 0: %s", cur_bad->expect);
+            return launch(2, t_bad, NULL, 60, 1, expect);
+        }
+    }
+    fprintf(stderr, "aml_tests: unknown test %s\n", argv[1]);
+    return 2;
+}

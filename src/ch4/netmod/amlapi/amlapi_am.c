@@ -4,7 +4,6 @@
 
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
-#include "amlapi_am.h"
 
 MPI_Aint MPIDI_AMLAPI_am_hdr_limit(void)
 {
@@ -35,7 +34,7 @@ MPI_Aint MPIDI_AMLAPI_am_eager_limit(void)
 }
 
 /* aml origin completion of an am_isend: the send buffer may be reused */
-void MPIDI_AMLAPI_am_isend_done(aml_t * aml, void *arg)
+static void am_isend_done(aml_t * aml, void *arg)
 {
     MPIR_Request *sreq = arg;
     (void) aml;
@@ -70,7 +69,7 @@ int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI
     x.data = data;
     x.len = data_sz;
     if (sreq) {
-        x.org_fn = MPIDI_AMLAPI_am_isend_done;
+        x.org_fn = am_isend_done;
         x.org_arg = sreq;
     }
     rc = aml_xfer(MPIDI_AMLAPI_global.aml, &x);

@@ -9,15 +9,6 @@
 
 #include "amlapi_impl.h"
 
-void MPIDI_AMLAPI_am_isend_done(aml_t * aml, void *arg);
-int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
-                         const void *data, MPI_Aint data_sz, int src_vci, int dst_vci,
-                         MPIR_Request * sreq);
-MPI_Aint MPIDI_AMLAPI_am_hdr_limit(void);
-MPI_Aint MPIDI_AMLAPI_am_onepacket_limit(void);
-MPI_Aint MPIDI_AMLAPI_am_packet_size(void);
-MPI_Aint MPIDI_AMLAPI_am_eager_limit(void);
-
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int handler_id,
                                                const void *am_hdr, MPI_Aint am_hdr_sz,
                                                const void *data, MPI_Aint count,

@@ -49,7 +49,15 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_world_rank(MPIR_Comm * comm, int rank)
     return lpid;
 }
 
+/* amlapi_am.c: the MPIDIG transport (the inline MPIDI_NM_am_* in amlapi_am.h call these) */
 int MPIDI_AMLAPI_am_init(void);
+int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
+                         const void *data, MPI_Aint data_sz, int src_vci, int dst_vci,
+                         MPIR_Request * sreq);
+MPI_Aint MPIDI_AMLAPI_am_hdr_limit(void);
+MPI_Aint MPIDI_AMLAPI_am_onepacket_limit(void);
+MPI_Aint MPIDI_AMLAPI_am_packet_size(void);
+MPI_Aint MPIDI_AMLAPI_am_eager_limit(void);
 void MPIDI_AMLAPI_fatal(const char *fmt, ...) __attribute__ ((format(printf, 1, 2), noreturn));
 
 #endif /* AMLAPI_IMPL_H_INCLUDED */

@@ -95,6 +95,24 @@ static void recv_done(aml_t * aml, void *arg)
     MPIDIG_REQUEST(rreq, req->target_cmpl_cb) (rreq);
 }
 
+/* A multi-packet eager MPIDIG_SEND, assembled here and handed to MPIDIG whole. */
+typedef struct {
+    int handler_id;
+    uint32_t attr;
+    MPI_Aint len;
+    size_t hdr_len;
+    char *data;
+    uint64_t hdr[];             /* MPIDIG's header, then the data */
+} whole_msg_t;
+
+static void whole_msg_done(aml_t * aml, void *arg)
+{
+    whole_msg_t *w = arg;
+    (void) aml;
+    MPIDIG_global.target_msg_cbs[w->handler_id] (w->hdr, w->data, w->len, w->attr, NULL);
+    MPL_free(w);
+}
+
 static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
 {
     const MPIDI_AMLAPI_am_hdr_t *h = info->uhdr;
@@ -115,6 +133,30 @@ static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, a
         /* one packet: MPIDIG copies straight from the network buffer */
         MPIDIG_global.target_msg_cbs[h->handler_id] (am_hdr, (void *) info->data,
                                                      info->msg_len, attr, NULL);
+        return 0;
+    }
+
+    if (h->handler_id == MPIDIG_SEND) {
+        /* An eager message may be unexpected, and MPICH 4.0.2 loses the status of a receive
+         * that matches an unexpected message still arriving asynchronously
+         * (handle_unexp_cmpl completes match_req without its status). So eager sends
+         * reach MPIDIG whole, as on ch4:ucx; data that MPIDIG asks for only after a match
+         * (rendezvous data, RMA) still lands directly in the user's buffer below. */
+        size_t hlen = info->uhdr_len - sizeof(*h);
+        whole_msg_t *w = MPL_malloc(sizeof(*w) + MPL_ROUND_UP_ALIGN(hlen, 8) + info->msg_len,
+                                    MPL_MEM_BUFFER);
+        if (!w)
+            MPIDI_AMLAPI_fatal("out of memory for a %zu-byte message from rank %d",
+                               info->msg_len, info->src);
+        w->handler_id = h->handler_id;
+        w->attr = attr;
+        w->len = (MPI_Aint) info->msg_len;
+        w->hdr_len = hlen;
+        memcpy(w->hdr, am_hdr, hlen);
+        w->data = (char *) w->hdr + MPL_ROUND_UP_ALIGN(hlen, 8);
+        recv->buf = w->data;
+        recv->compl_fn = whole_msg_done;
+        recv->compl_arg = w;
         return 0;
     }
 

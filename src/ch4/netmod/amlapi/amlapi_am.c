@@ -82,17 +82,27 @@ int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI
 
 /* ---- receiving ------------------------------------------------------------------------ */
 
-static void unpack_seg(void *arg, size_t offset, const void *data, size_t len)
-{
-    (void) offset;      /* aml delivers pieces in order; MPIDIG tracks the offset itself */
-    MPIDIG_recv_copy_seg((void *) data, (MPI_Aint) len, (MPIR_Request *) arg);
-}
-
 static void recv_done(aml_t * aml, void *arg)
 {
     MPIR_Request *rreq = arg;
     (void) aml;
     MPIDIG_REQUEST(rreq, req->target_cmpl_cb) (rreq);
+}
+
+/* A receive that is not one contiguous buffer: aml's packets end at arbitrary bytes, which
+ * can split a basic element, and typerep cannot unpack half a double. So the message is
+ * assembled first and unpacked in one piece. */
+typedef struct {
+    MPIR_Request *rreq;
+    char data[];
+} staged_recv_t;
+
+static void staged_done(aml_t * aml, void *arg)
+{
+    staged_recv_t *st = arg;
+    MPIDIG_recv_copy_seg(st->data, MPIDIG_recv_in_data_sz(st->rreq), st->rreq);
+    recv_done(aml, st->rreq);
+    MPL_free(st);
 }
 
 /* A multi-packet eager MPIDIG_SEND, assembled here and handed to MPIDIG whole. */
@@ -171,12 +181,18 @@ static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, a
         async->iov_one.iov_len >= (size_t) info->msg_len && !async->is_device_buffer) {
         /* a contiguous buffer that holds it all (usually the user's): land the data there */
         recv->buf = async->iov_one.iov_base;
+        recv->compl_fn = recv_done;
+        recv->compl_arg = rreq;
     } else {
-        recv->unpack = unpack_seg;
-        recv->unpack_arg = rreq;
+        staged_recv_t *st = MPL_malloc(sizeof(*st) + info->msg_len, MPL_MEM_BUFFER);
+        if (!st)
+            MPIDI_AMLAPI_fatal("out of memory for a %zu-byte message from rank %d",
+                               info->msg_len, info->src);
+        st->rreq = rreq;
+        recv->buf = st->data;
+        recv->compl_fn = staged_done;
+        recv->compl_arg = st;
     }
-    recv->compl_fn = recv_done;
-    recv->compl_arg = rreq;
     return 0;
 }
 

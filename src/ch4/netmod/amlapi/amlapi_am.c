@@ -5,34 +5,6 @@
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 
-MPI_Aint MPIDI_AMLAPI_am_hdr_limit(void)
-{
-    int64_t v;
-    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_MAX_UHDR, &v);
-    return (MPI_Aint) v - (MPI_Aint) sizeof(MPIDI_AMLAPI_am_hdr_t);
-}
-
-MPI_Aint MPIDI_AMLAPI_am_onepacket_limit(void)
-{
-    int64_t v;
-    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_ONEPACKET_LIMIT, &v);
-    return (MPI_Aint) v - (MPI_Aint) sizeof(MPIDI_AMLAPI_am_hdr_t);
-}
-
-MPI_Aint MPIDI_AMLAPI_am_packet_size(void)
-{
-    int64_t v;
-    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_PACKET_SIZE, &v);
-    return (MPI_Aint) v;
-}
-
-MPI_Aint MPIDI_AMLAPI_am_eager_limit(void)
-{
-    int64_t v;
-    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_EAGER_LIMIT, &v);
-    return (MPI_Aint) v;
-}
-
 /* aml origin completion of an am_isend: the send buffer may be reused */
 static void am_isend_done(aml_t * aml, void *arg)
 {
@@ -53,7 +25,7 @@ int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI
     aml_xfer_t x;
     int rc;
 
-    MPIR_Assert(am_hdr_sz <= MPIDI_AMLAPI_am_hdr_limit());
+    MPIR_Assert(am_hdr_sz <= MPIDI_AMLAPI_global.am_hdr_max);
     h->handler_id = (uint16_t) handler_id;
     h->src_vci = (uint8_t) src_vci;
     h->dst_vci = (uint8_t) dst_vci;
@@ -110,7 +82,6 @@ typedef struct {
     int handler_id;
     uint32_t attr;
     MPI_Aint len;
-    size_t hdr_len;
     char *data;
     uint64_t hdr[];             /* MPIDIG's header, then the data */
 } whole_msg_t;
@@ -161,7 +132,6 @@ static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, a
         w->handler_id = h->handler_id;
         w->attr = attr;
         w->len = (MPI_Aint) info->msg_len;
-        w->hdr_len = hlen;
         memcpy(w->hdr, am_hdr, hlen);
         w->data = (char *) w->hdr + MPL_ROUND_UP_ALIGN(hlen, 8);
         recv->buf = w->data;
@@ -198,7 +168,15 @@ static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, a
 
 int MPIDI_AMLAPI_am_init(void)
 {
-    int rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_MPIDIG,
-                                  mpidig_handler, NULL);
+    aml_t *aml = MPIDI_AMLAPI_global.aml;
+    int64_t uhdr, onepacket, packet, eager;
+    if (aml_qenv(aml, AML_Q_MAX_UHDR, &uhdr) || aml_qenv(aml, AML_Q_ONEPACKET_LIMIT, &onepacket)
+        || aml_qenv(aml, AML_Q_PACKET_SIZE, &packet) || aml_qenv(aml, AML_Q_EAGER_LIMIT, &eager))
+        return MPI_ERR_OTHER;
+    MPIDI_AMLAPI_global.am_hdr_max = (MPI_Aint) (uhdr - sizeof(MPIDI_AMLAPI_am_hdr_t));
+    MPIDI_AMLAPI_global.am_onepacket_max = (MPI_Aint) (onepacket - sizeof(MPIDI_AMLAPI_am_hdr_t));
+    MPIDI_AMLAPI_global.packet_size = (MPI_Aint) packet;
+    MPIDI_AMLAPI_global.eager_limit = (MPI_Aint) eager;
+    int rc = aml_register_handler(aml, MPIDI_AMLAPI_H_MPIDIG, mpidig_handler, NULL);
     return rc == AML_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
 }

@@ -78,18 +78,18 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr_reply(MPIR_Comm * comm, int sr
 
 MPL_STATIC_INLINE_PREFIX MPI_Aint MPIDI_NM_am_hdr_max_sz(void)
 {
-    return MPIDI_AMLAPI_am_hdr_limit();
+    return MPIDI_AMLAPI_global.am_hdr_max;
 }
 
 /* hdr + data of a message that travels as one aml packet */
 MPL_STATIC_INLINE_PREFIX MPI_Aint MPIDI_NM_am_eager_limit(void)
 {
-    return MPIDI_AMLAPI_am_onepacket_limit();
+    return MPIDI_AMLAPI_global.am_onepacket_max;
 }
 
 MPL_STATIC_INLINE_PREFIX MPI_Aint MPIDI_NM_am_eager_buf_limit(void)
 {
-    return MPIDI_AMLAPI_am_packet_size();
+    return MPIDI_AMLAPI_global.packet_size;
 }
 
 /* Up to aml's eager limit MPIDIG sends the data with the header (aml cuts it into packets);
@@ -100,7 +100,7 @@ MPL_STATIC_INLINE_PREFIX bool MPIDI_NM_am_check_eager(MPI_Aint am_hdr_sz, MPI_Ai
                                                       MPI_Datatype datatype,
                                                       MPIR_Request * sreq)
 {
-    return data_sz <= MPIDI_AMLAPI_am_eager_limit();
+    return data_sz <= MPIDI_AMLAPI_global.eager_limit;
 }
 
 MPL_STATIC_INLINE_PREFIX MPIDIG_recv_data_copy_cb MPIDI_NM_am_get_data_copy_cb(uint32_t attr)

@@ -11,6 +11,11 @@
 typedef struct {
     aml_t *aml;
     int rank;
+    /* aml's limits, fixed at init; read on every message, so kept here */
+    MPI_Aint am_hdr_max;        /* MPIDIG header bytes that fit the aml user header */
+    MPI_Aint am_onepacket_max;  /* MPIDIG header + data of a one-packet message */
+    MPI_Aint packet_size;
+    MPI_Aint eager_limit;
 } MPIDI_AMLAPI_global_t;
 
 extern MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
@@ -54,10 +59,7 @@ int MPIDI_AMLAPI_am_init(void);
 int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
                          const void *data, MPI_Aint data_sz, int src_vci, int dst_vci,
                          MPIR_Request * sreq);
-MPI_Aint MPIDI_AMLAPI_am_hdr_limit(void);
-MPI_Aint MPIDI_AMLAPI_am_onepacket_limit(void);
-MPI_Aint MPIDI_AMLAPI_am_packet_size(void);
-MPI_Aint MPIDI_AMLAPI_am_eager_limit(void);
+
 void MPIDI_AMLAPI_fatal(const char *fmt, ...) __attribute__ ((format(printf, 1, 2), noreturn));
 
 #endif /* AMLAPI_IMPL_H_INCLUDED */

@@ -156,14 +156,10 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
     *tag_bits = MPIR_TAG_BITS_DEFAULT;
 
     if (MPIR_CVAR_DEBUG_SUMMARY && MPIR_Process.rank == 0) {
-        int64_t v;
         printf("==== amlapi netmod ====\n");
-        aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_PACKET_SIZE, &v);
-        printf("packet size: %lld\n", (long long) v);
-        aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_MAX_UHDR, &v);
-        printf("max user header: %lld\n", (long long) v);
-        aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_EAGER_LIMIT, &v);
-        printf("eager limit: %lld\n", (long long) v);
+        printf("packet size: %ld\n", (long) MPIDI_AMLAPI_global.packet_size);
+        printf("max MPIDIG header: %ld\n", (long) MPIDI_AMLAPI_global.am_hdr_max);
+        printf("eager limit: %ld\n", (long) MPIDI_AMLAPI_global.eager_limit);
         printf("protocol: %s\n", MPIR_CVAR_AMLAPI_PROTOCOL);
         printf("=======================\n");
     }

@@ -12,6 +12,7 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_progress.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_proc.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_request.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_p2p.h \
                   src/mpid/ch4/netmod/amlapi/netmod_inline.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_impl.h
@@ -19,6 +20,7 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
 mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_init.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_am.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_p2p.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_core.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_onepacket.c \

@@ -16,13 +16,18 @@ typedef struct {
     MPI_Aint am_onepacket_max;  /* MPIDIG header + data of a one-packet message */
     MPI_Aint packet_size;
     MPI_Aint eager_limit;
+    int interrupt;              /* progress mode interrupt: sleep on efd when idle */
+    int efd;
+    int idle;                   /* call MPIDI_AMLAPI_progress_idle after an empty blocking poll */
 } MPIDI_AMLAPI_global_t;
 
 extern MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
 
 /* aml handler ids used by the glue */
 enum {
-    MPIDI_AMLAPI_H_MPIDIG = 0   /* MPICH's generic active messages (MPIDIG) */
+    MPIDI_AMLAPI_H_MPIDIG = 0,  /* MPICH's generic active messages (MPIDIG) */
+    MPIDI_AMLAPI_H_P2P,         /* native MPI point-to-point (amlapi_p2p.c) */
+    MPIDI_AMLAPI_H_CTRL         /* its control messages: sync ack, cancel */
 };
 
 /* What precedes MPIDIG's own header in the aml user header. 8 bytes, so the MPIDIG header
@@ -35,6 +40,7 @@ typedef struct {
 } MPIDI_AMLAPI_am_hdr_t;
 
 #define MPIDI_AMLAPI_AMREQ(req) ((req)->dev.ch4.am.netmod_am.amlapi)
+#define MPIDI_AMLAPI_REQ(req) ((req)->dev.ch4.netmod.amlapi)
 
 /* An aml call that failed: MPI_ERR_OTHER naming the call and aml's reason. */
 #define MPIDI_AMLAPI_CHK(rc, call)                                                     \
@@ -48,7 +54,7 @@ typedef struct {
 /* COMM_WORLD rank of rank in comm: aml addresses peers by world rank. */
 MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_world_rank(MPIR_Comm * comm, int rank)
 {
-    int lpid, avtid;
+    int lpid = -1, avtid = 0;
     MPIDIU_comm_rank_to_pid(comm, rank, &lpid, &avtid);
     MPIR_Assert(avtid == 0);
     return lpid;
@@ -59,6 +65,23 @@ int MPIDI_AMLAPI_am_init(void);
 int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
                          const void *data, MPI_Aint data_sz, int src_vci, int dst_vci,
                          MPIR_Request * sreq);
+
+/* amlapi_p2p.c: native point-to-point (the inline MPIDI_NM_mpi_* in amlapi_p2p.h call these) */
+int MPIDI_AMLAPI_p2p_init(void);
+void MPIDI_AMLAPI_p2p_finalize(void);
+int MPIDI_AMLAPI_send(const void *buf, MPI_Aint count, MPI_Datatype datatype, int rank, int tag,
+                      MPIR_Comm * comm, int context_offset, MPIR_Request ** request, int sync);
+int MPIDI_AMLAPI_cancel_send(MPIR_Request * sreq);
+int MPIDI_AMLAPI_irecv(void *buf, MPI_Aint count, MPI_Datatype datatype, int rank, int tag,
+                       MPIR_Comm * comm, int context_offset, MPIR_Request ** request);
+int MPIDI_AMLAPI_imrecv(void *buf, MPI_Aint count, MPI_Datatype datatype,
+                        MPIR_Request * message);
+int MPIDI_AMLAPI_cancel_recv(MPIR_Request * rreq);
+int MPIDI_AMLAPI_iprobe(int source, int tag, MPIR_Comm * comm, int context_offset, int *flag,
+                        MPIR_Request ** message, MPI_Status * status);
+
+
+int MPIDI_AMLAPI_progress_idle(void);
 
 void MPIDI_AMLAPI_fatal(const char *fmt, ...) __attribute__ ((format(printf, 1, 2), noreturn));
 

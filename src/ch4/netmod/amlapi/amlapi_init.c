@@ -59,13 +59,43 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        How the aml progress engine waits: "polling" spins on the UCX worker. "interrupt"
-        and "coprocessor" are reserved and currently rejected at MPI_Init.
+        How a blocked MPI call waits. "polling" spins on the UCX worker (lowest latency).
+        "interrupt" polls once, and when nothing is pending arms the worker and sleeps on its
+        event fd until a packet arrives (no spinning hysteresis), releasing MPICH's lock
+        meanwhile; MPI_Test and MPI_Iprobe never sleep. "coprocessor" (a progress thread)
+        is not supported yet and is rejected at MPI_Init.
+
+    - name        : MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 10
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Interrupt mode: longest sleep in milliseconds before a blocked call looks again
+        without an arrival (progress that needs no packet, e.g. nonblocking collective
+        schedules, waits at most this long). 1 to 1000.
+
+    - name        : MPIR_CVAR_AMLAPI_OVERSUBSCRIBED
+      category    : CH4_AMLAPI
+      type        : int
+      default     : -1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Polling mode: whether an idle blocked call gives up the CPU (sched_yield) after an
+        empty poll. -1 decides at MPI_Init: yes when this node runs more ranks than it has
+        cores (hwloc, allowed cores only); 0 never; 1 always.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
 #include <stdarg.h>
+#include <poll.h>
+#include <sched.h>
+#include <hwloc.h>
 
 MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
 
@@ -80,6 +110,45 @@ void MPIDI_AMLAPI_fatal(const char *fmt, ...)
     va_end(ap);
     MPID_Abort(NULL, MPI_ERR_INTERN, 1, msg);
     abort();    /* MPID_Abort does not return */
+}
+
+/* Cores this process may run on (hwloc, allowed cores only); 0 when unknown. */
+static int allowed_cores(void)
+{
+    hwloc_topology_t topo;
+    int n = 0;
+    if (hwloc_topology_init(&topo) != 0)
+        return 0;
+    if (hwloc_topology_load(topo) == 0)
+        n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_topology_destroy(topo);
+    return n > 0 ? n : 0;
+}
+
+/* A blocked MPI call found nothing to do (MPIDI_NM_progress with blocking set and an empty
+ * poll). Interrupt mode: arm the worker and sleep on its event fd without MPICH's lock.
+ * Polling mode on an oversubscribed node: give the CPU to the rank we are waiting for. */
+int MPIDI_AMLAPI_progress_idle(void)
+{
+    aml_t *aml = MPIDI_AMLAPI_global.aml;
+    if (MPIDI_AMLAPI_global.interrupt) {
+        struct pollfd p;
+        int rc = aml_arm(aml);
+        if (rc == AML_ERR_STATE)
+            return MPI_SUCCESS;         /* events pending: the next poll takes them */
+        if (rc != AML_OK)
+            MPIDI_AMLAPI_fatal("arming the UCX worker failed: %s", aml_strerror(rc));
+        p.fd = MPIDI_AMLAPI_global.efd;
+        p.events = POLLIN;
+        p.revents = 0;
+        MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+        (void) poll(&p, 1, MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT);
+        MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+        aml_progress(aml);
+    } else {
+        sched_yield();
+    }
+    return MPI_SUCCESS;
 }
 
 static void aml_fatal_cb(void *arg, const char *msg)
@@ -127,10 +196,28 @@ static int read_config(aml_config_t * cfg)
                              "MPIR_CVAR_AMLAPI_PROTOCOL", "(use auto, eager or rndv)");
 
     const char *m = MPIR_CVAR_AMLAPI_PROGRESS_MODE ? MPIR_CVAR_AMLAPI_PROGRESS_MODE : "polling";
-    if (strcmp(m, "polling") != 0)
+    if (!strcmp(m, "polling"))
+        cfg->progress_mode = AML_PROGRESS_POLLING;
+    else if (!strcmp(m, "interrupt"))
+        cfg->progress_mode = AML_PROGRESS_INTERRUPT;
+    else if (!strcmp(m, "coprocessor"))
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
                              "MPIR_CVAR_AMLAPI_PROGRESS_MODE",
-                             "(only \"polling\" is supported so far)");
+                             "coprocessor (not supported yet; use polling or interrupt)");
+    else
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_PROGRESS_MODE", "(use polling or interrupt)");
+
+    if (MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT < 1 || MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT > 1000) {
+        snprintf(buf, sizeof(buf), "%d (must be 1..1000)", MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT", buf);
+    }
+    if (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED < -1 || MPIR_CVAR_AMLAPI_OVERSUBSCRIBED > 1) {
+        snprintf(buf, sizeof(buf), "%d (must be -1, 0 or 1)", MPIR_CVAR_AMLAPI_OVERSUBSCRIBED);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_OVERSUBSCRIBED", buf);
+    }
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -150,7 +237,20 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
     rc = aml_init(&cfg, &MPIDI_AMLAPI_global.aml);
     MPIDI_AMLAPI_CHK(rc, "aml_init");
     MPIDI_AMLAPI_global.rank = MPIR_Process.rank;
+    MPIDI_AMLAPI_global.interrupt = cfg.progress_mode == AML_PROGRESS_INTERRUPT;
+    if (MPIDI_AMLAPI_global.interrupt) {
+        rc = aml_event_fd(MPIDI_AMLAPI_global.aml, &MPIDI_AMLAPI_global.efd);
+        MPIDI_AMLAPI_CHK(rc, "aml_event_fd");
+        MPIDI_AMLAPI_global.idle = 1;
+    } else if (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED >= 0) {
+        MPIDI_AMLAPI_global.idle = MPIR_CVAR_AMLAPI_OVERSUBSCRIBED;
+    } else {
+        int cores = allowed_cores();
+        MPIDI_AMLAPI_global.idle = cores > 0 && MPIR_Process.local_size > cores;
+    }
     mpi_errno = MPIDI_AMLAPI_am_init();
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_AMLAPI_p2p_init();
     MPIR_ERR_CHECK(mpi_errno);
     /* aml carries the whole tag in its header: no tag bits are taken for matching */
     *tag_bits = MPIR_TAG_BITS_DEFAULT;
@@ -161,6 +261,9 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
         printf("max MPIDIG header: %ld\n", (long) MPIDI_AMLAPI_global.am_hdr_max);
         printf("eager limit: %ld\n", (long) MPIDI_AMLAPI_global.eager_limit);
         printf("protocol: %s\n", MPIR_CVAR_AMLAPI_PROTOCOL);
+        printf("progress: %s%s\n", MPIR_CVAR_AMLAPI_PROGRESS_MODE,
+               !MPIDI_AMLAPI_global.interrupt && MPIDI_AMLAPI_global.idle ?
+               " (oversubscribed: idle polls yield)" : "");
         printf("=======================\n");
     }
   fn_exit:
@@ -212,6 +315,7 @@ int MPIDI_AMLAPI_mpi_finalize_hook(void)
     MPIR_ERR_CHECK(mpi_errno);
     rc = aml_finalize(MPIDI_AMLAPI_global.aml);
     MPIDI_AMLAPI_global.aml = NULL;
+    MPIDI_AMLAPI_p2p_finalize();
     MPIDI_AMLAPI_CHK(rc, "aml_finalize");
   fn_exit:
     return mpi_errno;

@@ -6,14 +6,31 @@
 #ifndef AMLAPI_PRE_H_INCLUDED
 #define AMLAPI_PRE_H_INCLUDED
 
+#include <stdint.h>
+
 /* per-request state of a message sent through the MPIDIG active-message path */
 typedef struct {
     int handler_id;
     void *pack_buffer;
 } MPIDI_AMLAPI_am_request_t;
 
+struct MPIR_Request;
+struct MPIDI_AMLAPI_ue;
+
+/* per-request state of native point-to-point (amlapi_p2p.c) */
 typedef struct {
-    int dummy;
+    struct MPIR_Request *next, *prev;   /* posted-receive queue */
+    void *buf;                  /* receive: the user's buffer */
+    MPI_Aint count;
+    MPI_Datatype datatype;
+    int rank;                   /* receive: source to match (MPI_ANY_SOURCE) */
+    int tag;                    /* receive: tag to match (MPI_ANY_TAG) */
+    int context_id;
+    int flags;                  /* MPIDI_AMLAPI_RF_* */
+    int peer;                   /* send: destination's world rank (cancel) */
+    void *pack_buf;             /* send: packed data; receive: staging buffer */
+    uint64_t msg_id;            /* send: the message's id at the receiver */
+    struct MPIDI_AMLAPI_ue *ue; /* mprobe: the matched early arrival */
 } MPIDI_AMLAPI_request_t;
 
 typedef struct {

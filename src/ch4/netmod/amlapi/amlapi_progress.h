@@ -6,8 +6,9 @@
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
 {
     (void) vci;
-    (void) blocking;
-    aml_progress(MPIDI_AMLAPI_global.aml);
+    /* blocking: MPICH waits in MPID_Progress_wait (maint/patches/0004) */
+    if (aml_progress(MPIDI_AMLAPI_global.aml) == 0 && blocking && MPIDI_AMLAPI_global.idle)
+        return MPIDI_AMLAPI_progress_idle();
     return MPI_SUCCESS;
 }
 

@@ -1,13 +1,16 @@
 /*
- * amlapi netmod: inline entry points. Point-to-point, RMA, collectives and partitioned
- * communication go through MPICH's generic active-message layer (MPIDIG) for now; the
- * transport under it is the aml message layer.
+ * amlapi netmod: inline entry points. Point-to-point is native (amlapi_p2p.h: matching in
+ * aml header handlers). RMA, collectives and partitioned communication use MPICH's generic
+ * layers (MPIDIG active messages, MPIR collective algorithms over our point-to-point).
  */
 #ifndef AMLAPI_NETMOD_INLINE_H_INCLUDED
 #define AMLAPI_NETMOD_INLINE_H_INCLUDED
 
 #include "amlapi_impl.h"
-#include "netmod_am_fallback.h"
+#include "netmod_am_fallback_rma.h"
+#include "netmod_am_fallback_coll.h"
+#include "netmod_am_fallback_part.h"
+#include "amlapi_p2p.h"
 #include "amlapi_am.h"
 #include "amlapi_progress.h"
 #include "amlapi_proc.h"

@@ -20,6 +20,7 @@ extern "C" {
 #endif
 
 typedef struct aml aml_t;
+typedef struct aml_rmsg aml_msg_t;     /* an incoming message whose landing is deferred */
 
 typedef enum {
     AML_OK = 0,
@@ -45,7 +46,9 @@ typedef enum {
 const char *aml_proto_name(int proto);
 
 typedef enum {
-    AML_PROGRESS_POLLING = 0
+    AML_PROGRESS_POLLING = 0,   /* the embedder polls aml_progress */
+    AML_PROGRESS_INTERRUPT      /* it may also sleep on aml_event_fd after aml_arm (seed 000
+                                 * §6.1: arrival wakes the sleeper) */
 } aml_progress_mode_t;
 
 /* Called on a fatal error (malformed packet, transport failure in a handler). Must not
@@ -128,6 +131,7 @@ typedef struct aml_msg_info {
     const void *data;           /* non-NULL iff all data is in hand (one-packet): the handler
                                  * may consume it directly, valid during the handler */
     int protocol;               /* aml_proto_t used by the sender */
+    aml_msg_t *msg;             /* rendezvous only: handle for a deferred landing */
 } aml_msg_info_t;
 
 /* What the header handler returns: where the data lands and what runs afterwards. */
@@ -137,6 +141,10 @@ typedef struct aml_recv {
     void *unpack_arg;
     aml_compl_fn_t compl_fn;    /* runs in the dispatcher after all data landed; may send */
     void *compl_arg;
+    int defer;                  /* rendezvous only (info->msg != NULL): no landing yet; the
+                                 * embedder decides later with aml_accept or aml_reject. Nothing
+                                 * has moved but the header: an unmatched large message costs
+                                 * no buffer at the receiver. */
 } aml_recv_t;
 
 /* Header handler: runs in the dispatcher on the first packet, must not block. When
@@ -179,6 +187,13 @@ static inline int aml_amsend(aml_t * aml, int peer, unsigned handler, const void
     return aml_xfer(aml, &x);
 }
 
+/* Lands a deferred rendezvous message: the data is pulled into recv->buf (or handed to
+ * recv->unpack), then recv->compl_fn runs and the sender's buffer is released. */
+int aml_accept(aml_t * aml, aml_msg_t * msg, const aml_recv_t * recv);
+/* Drops a deferred rendezvous message without moving its data; the sender's buffer is released
+ * as if delivered (the embedder tells its sender why, e.g. a cancelled send). */
+int aml_reject(aml_t * aml, aml_msg_t * msg);
+
 /* --- one-sided ------------------------------------------------------------------------- */
 
 /* Exposes [addr, addr+len) to remote put/get/rmw. Remote operations outside registered
@@ -216,6 +231,13 @@ int aml_address_init(aml_t * aml, uintptr_t mine, uintptr_t * table);
 
 /* Polls the transport and runs handlers. Returns the number of events handled. */
 int aml_progress(aml_t * aml);
+
+/* Interrupt mode only. aml_arm prepares a sleep: AML_OK means nothing is pending and the
+ * event fd will become readable when something arrives or completes; AML_ERR_STATE means
+ * events are pending (call aml_progress instead of sleeping). The embedder then waits on
+ * the fd with poll/epoll (POLLIN), and need not hold its lock while it sleeps. */
+int aml_arm(aml_t * aml);
+int aml_event_fd(aml_t * aml, int *fd);
 
 #ifdef __cplusplus
 }

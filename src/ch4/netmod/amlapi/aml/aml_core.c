@@ -243,8 +243,9 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
         return AML_ERR_INVAL;
     if (!check_protocol(cfg->protocol))
         return AML_ERR_INVAL;
-    if (cfg->progress_mode != AML_PROGRESS_POLLING)
-        return AML_ERR_NOT_SUPPORTED;
+    if (cfg->progress_mode != AML_PROGRESS_POLLING &&
+        cfg->progress_mode != AML_PROGRESS_INTERRUPT)
+        return AML_ERR_INVAL;
 
     aml = calloc(1, sizeof(*aml));
     if (!aml)
@@ -268,6 +269,8 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
+    if (cfg->progress_mode == AML_PROGRESS_INTERRUPT)
+        params.features |= UCP_FEATURE_WAKEUP;
     params.estimated_num_eps = cfg->size;
     if (ucp_init(&params, ucfg, &aml->ctx) != UCS_OK)
         goto fail;
@@ -280,6 +283,10 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     if (ucp_worker_create(aml->ctx, &wparams, &aml->worker) != UCS_OK)
         goto fail;
     if (ucp_worker_get_address(aml->worker, &aml->addr, &aml->addr_len) != UCS_OK)
+        goto fail;
+    aml->efd = -1;
+    if (cfg->progress_mode == AML_PROGRESS_INTERRUPT &&
+        ucp_worker_get_efd(aml->worker, &aml->efd) != UCS_OK)
         goto fail;
 
     /* The user header travels in UCX's AM header together with our packet header. */
@@ -372,6 +379,7 @@ int aml_quiesce(aml_t * aml)
            aml->rx_busy > 0)
         aml_progress(aml);
 
+    aml_rndv_free_deferred(aml);  /* rkeys go before their endpoints */
     /* Flush-close every endpoint while progressing, as peers do the same (ch4:ucx's order);
      * after this no packet is exchanged. */
     void **reqs = calloc(aml->size, sizeof(void *));
@@ -410,6 +418,7 @@ int aml_finalize(aml_t * aml)
             free(o);
         }
     }
+    aml_rndv_free_deferred(aml);
     for (aml_sdesc_t * d = aml->free_sdesc, *n; d; d = n) {
         n = d->next;
         free(d);
@@ -743,7 +752,7 @@ const aml_handler_t *aml_check_handler(aml_t * aml, const aml_pkt_t * pkt)
 
 /* Runs a header handler with an 8-byte aligned copy of the user header. */
 void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * h,
-                      const void *uhdr, const void *data, aml_recv_t * recv)
+                      const void *uhdr, const void *data, aml_recv_t * recv, aml_rmsg_t * msg)
 {
     uint64_t aligned[AML_MAX_UHDR / 8];
     aml_msg_info_t info;
@@ -757,12 +766,16 @@ void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * 
     info.msg_len = pkt->msg_len;
     info.data = data;
     info.protocol = pkt->proto;
+    info.msg = msg;
     memset(recv, 0, sizeof(*recv));
     if (h->fn(aml, h->ctx, &info, recv) != 0)
         aml_fatal(aml, "header handler %u refused a %s message of %llu bytes from rank %u",
                   pkt->handler, aml_pkt_name(pkt->type), (unsigned long long) pkt->msg_len,
                   pkt->src);
-    if (!data && pkt->msg_len && !recv->buf && !recv->unpack)
+    if (recv->defer && !msg)
+        aml_fatal(aml, "header handler %u deferred a %s message from rank %u: only rendezvous "
+                  "messages can be deferred", pkt->handler, aml_pkt_name(pkt->type), pkt->src);
+    if (!recv->defer && !data && pkt->msg_len && !recv->buf && !recv->unpack)
         aml_fatal(aml, "header handler %u gave no buffer for a %llu-byte message from rank %u",
                   pkt->handler, (unsigned long long) pkt->msg_len, pkt->src);
 }
@@ -926,6 +939,29 @@ int aml_progress(aml_t * aml)
     while (ucp_worker_progress(aml->worker))
         n++;
     return n;
+}
+
+int aml_arm(aml_t * aml)
+{
+    ucs_status_t st;
+    if (!aml || aml->efd < 0)
+        return AML_ERR_STATE;
+    if (aml->in_dispatch)
+        return AML_ERR_STATE;
+    st = ucp_worker_arm(aml->worker);
+    if (st == UCS_OK)
+        return AML_OK;
+    if (st == UCS_ERR_BUSY)
+        return AML_ERR_STATE;
+    return AML_ERR_TRANSPORT;
+}
+
+int aml_event_fd(aml_t * aml, int *fd)
+{
+    if (!aml || !fd || aml->efd < 0)
+        return AML_ERR_STATE;
+    *fd = aml->efd;
+    return AML_OK;
 }
 
 /* ---- test hooks ----------------------------------------------------------------------- */

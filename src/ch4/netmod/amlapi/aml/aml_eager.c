@@ -110,7 +110,7 @@ void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     r->tgt_cntr = aml_check_cntr(aml, pkt);
     r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
     /* the whole message may fit the first packet when eager is forced */
-    aml_call_handler(aml, pkt, h, uhdr, len == pkt->msg_len ? data : NULL, &r->recv);
+    aml_call_handler(aml, pkt, h, uhdr, len == pkt->msg_len ? data : NULL, &r->recv, NULL);
     aml_deliver(aml, &r->recv, 0, data, len);
     r->received = len;
     p->eager_rx = r;

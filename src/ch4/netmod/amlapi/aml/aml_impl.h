@@ -131,6 +131,9 @@ typedef struct aml_rmsg {
     bool want_cmpl;
     ucp_rkey_h rkey;            /* rendezvous */
     void *bounce;               /* rendezvous into an unpack handler */
+    uint64_t src_addr;          /* rendezvous: the sender's buffer */
+    struct aml_rmsg *dnext, *dprev;     /* in aml->deferred while the landing is deferred */
+    bool deferred;
 } aml_rmsg_t;
 
 /* A packet that arrived ahead of its sequence number. */
@@ -184,6 +187,7 @@ struct aml {
     int protocol;
     ucp_context_h ctx;
     ucp_worker_h worker;
+    int efd;                    /* interrupt mode: the worker's event fd, else -1 */
     ucp_address_t *addr;
     size_t addr_len;
     aml_peer_t *peers;
@@ -195,6 +199,7 @@ struct aml {
     uint64_t next_msg_id;
     int64_t tx_inflight;        /* packets handed to UCX, not yet completed */
     int64_t rx_busy;            /* incoming messages not complete */
+    aml_rmsg_t *deferred;       /* rendezvous messages waiting for aml_accept/aml_reject */
     aml_htab_t waits;           /* aml_smsg_t awaiting DONE/CMPL */
     aml_htab_t replies;         /* aml_reply_wait_t */
     aml_htab_t cntrs;           /* registered counters, key = address */
@@ -230,7 +235,7 @@ bool aml_range_registered(aml_t * aml, uintptr_t addr, size_t len);
 aml_cntr_t *aml_check_cntr(aml_t * aml, const aml_pkt_t * pkt);
 const aml_handler_t *aml_check_handler(aml_t * aml, const aml_pkt_t * pkt);
 void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * h,
-                      const void *uhdr, const void *data, aml_recv_t * recv);
+                      const void *uhdr, const void *data, aml_recv_t * recv, aml_rmsg_t * msg);
 void aml_deliver(aml_t * aml, const aml_recv_t * recv, size_t offset, const void *data,
                  size_t len);
 void aml_rx_complete(aml_t * aml, int src, aml_cntr_t * tgt_cntr, const aml_recv_t * recv,
@@ -250,6 +255,7 @@ int aml_rndv_send(aml_t * aml, const aml_xfer_t * x);
 void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                          const void *data, size_t len);
 void aml_rndv_recv_done(aml_t * aml, const aml_pkt_t * pkt);
+void aml_rndv_free_deferred(aml_t * aml);
 
 /* rma and sync */
 int aml_rma_init(aml_t * aml);

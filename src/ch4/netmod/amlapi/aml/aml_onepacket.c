@@ -66,7 +66,7 @@ void aml_onepacket_recv(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr, co
     if (pkt->msg_len != len)
         aml_fatal_pkt(aml, pkt, "carries %zu data bytes, header says %llu", len,
                       (unsigned long long) pkt->msg_len);
-    aml_call_handler(aml, pkt, h, uhdr, data, &recv);
+    aml_call_handler(aml, pkt, h, uhdr, data, &recv, NULL);
     aml_deliver(aml, &recv, 0, data, len);
     aml_rx_complete(aml, (int) pkt->src, tgt, &recv, pkt->flags & AML_PKTF_CMPL, pkt->msg_id,
                     false);

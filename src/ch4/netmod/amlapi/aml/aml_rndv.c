@@ -93,39 +93,16 @@ static void get_cb(void *request, ucs_status_t status, void *user_data)
     aml->in_dispatch--;
 }
 
-void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
-                         const void *data, size_t len)
+/* Starts the pull of r into the landing its handler (or aml_accept) chose. */
+static void rndv_pull(aml_t * aml, aml_rmsg_t * r)
 {
-    const aml_handler_t *h = aml_check_handler(aml, pkt);
-    aml_peer_t *p = &aml->peers[pkt->src];
+    aml_peer_t *p = &aml->peers[r->src];
     ucp_request_param_t param;
     ucs_status_ptr_t req;
-    aml_rmsg_t *r;
     void *dst;
 
-    if (pkt->msg_len == 0)
-        aml_fatal_pkt(aml, pkt, "rendezvous for an empty message");
-    if (pkt->aux0 == 0 || pkt->aux0 > AML_RKEY_MAX || pkt->aux0 != len)
-        aml_fatal_pkt(aml, pkt, "rkey of %zu bytes, header says %llu", len,
-                      (unsigned long long) pkt->aux0);
-    if (pkt->addr + pkt->msg_len < pkt->addr)
-        aml_fatal_pkt(aml, pkt, "source range wraps around");
-
-    r = calloc(1, sizeof(*r));
-    if (!r)
-        aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
-    r->aml = aml;
-    r->src = (int) pkt->src;
-    r->type = AML_PKT_RNDV_SCOUT;
-    r->msg_id = pkt->msg_id;
-    r->len = pkt->msg_len;
-    r->tgt_cntr = aml_check_cntr(aml, pkt);
-    aml_call_handler(aml, pkt, h, uhdr, NULL, &r->recv);
     p->rx_incomplete++;
     aml->rx_busy++;
-
-    if (ucp_ep_rkey_unpack(p->ep, data, &r->rkey) != UCS_OK)
-        aml_fatal_pkt(aml, pkt, "rkey does not unpack");
     if (r->recv.buf) {
         dst = r->recv.buf;
     } else {
@@ -137,12 +114,97 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = get_cb;
     param.user_data = r;
-    req = ucp_get_nbx(p->ep, dst, r->len, pkt->addr, r->rkey, &param);
+    req = ucp_get_nbx(p->ep, dst, r->len, r->src_addr, r->rkey, &param);
     if (UCS_PTR_IS_ERR(req))
         aml_fatal(aml, "rendezvous pull from rank %d failed: %s", r->src,
                   ucs_status_string(UCS_PTR_STATUS(req)));
     if (req == NULL)
         rndv_pulled(aml, r);
+}
+
+void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                         const void *data, size_t len)
+{
+    const aml_handler_t *h = aml_check_handler(aml, pkt);
+    aml_peer_t *p = &aml->peers[pkt->src];
+    aml_rmsg_t *r;
+
+    if (pkt->msg_len == 0)
+        aml_fatal_pkt(aml, pkt, "rendezvous for an empty message");
+    if (pkt->aux0 == 0 || pkt->aux0 > AML_RKEY_MAX || pkt->aux0 != len)
+        aml_fatal_pkt(aml, pkt, "rkey of %zu bytes, header says %llu", len,
+                      (unsigned long long) pkt->aux0);
+    if (pkt->addr + pkt->msg_len < pkt->addr)
+        aml_fatal_pkt(aml, pkt, "source range wraps around");
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
+    r->aml = aml;
+    r->src = (int) pkt->src;
+    r->type = AML_PKT_RNDV_SCOUT;
+    r->msg_id = pkt->msg_id;
+    r->len = pkt->msg_len;
+    r->src_addr = pkt->addr;
+    r->tgt_cntr = aml_check_cntr(aml, pkt);
+    if (ucp_ep_rkey_unpack(p->ep, data, &r->rkey) != UCS_OK)
+        aml_fatal_pkt(aml, pkt, "rkey does not unpack");
+    aml_call_handler(aml, pkt, h, uhdr, NULL, &r->recv, r);
+    if (r->recv.defer) {
+        r->deferred = true;
+        r->dnext = aml->deferred;
+        if (aml->deferred)
+            aml->deferred->dprev = r;
+        aml->deferred = r;
+        return;
+    }
+    rndv_pull(aml, r);
+}
+
+static int undefer(aml_t * aml, aml_rmsg_t * r)
+{
+    if (!aml || !r || !r->deferred)
+        return AML_ERR_INVAL;
+    r->deferred = false;
+    if (r->dprev)
+        r->dprev->dnext = r->dnext;
+    else
+        aml->deferred = r->dnext;
+    if (r->dnext)
+        r->dnext->dprev = r->dprev;
+    return AML_OK;
+}
+
+int aml_accept(aml_t * aml, aml_msg_t * msg, const aml_recv_t * recv)
+{
+    if (!recv || (!recv->buf && !recv->unpack) || recv->defer)
+        return AML_ERR_INVAL;
+    if (undefer(aml, msg) != AML_OK)
+        return AML_ERR_INVAL;
+    msg->recv = *recv;
+    rndv_pull(aml, msg);
+    return AML_OK;
+}
+
+int aml_reject(aml_t * aml, aml_msg_t * msg)
+{
+    if (undefer(aml, msg) != AML_OK)
+        return AML_ERR_INVAL;
+    ucp_rkey_destroy(msg->rkey);
+    if (aml_send_ctrl(aml, msg->src, AML_PKT_RNDV_DONE, msg->msg_id, 0) != AML_OK)
+        aml_fatal(aml, "cannot send RNDV_DONE to rank %d", msg->src);
+    free(msg);
+    return AML_OK;
+}
+
+/* At finalize: messages nobody received (an erroneous program) are dropped. */
+void aml_rndv_free_deferred(aml_t * aml)
+{
+    while (aml->deferred) {
+        aml_rmsg_t *r = aml->deferred;
+        aml->deferred = r->dnext;
+        ucp_rkey_destroy(r->rkey);
+        free(r);
+    }
 }
 
 void aml_rndv_recv_done(aml_t * aml, const aml_pkt_t * pkt)

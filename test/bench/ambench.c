@@ -1,0 +1,385 @@
+/*
+ * ambench: the benchmarks `maint/bench` runs on every MPI implementation (amlapi, ch4:ucx,
+ * Open MPI), compiled once per MPI from this one source so that all see the same code.
+ *
+ *   ambench BENCH [-s SIZES] [-i ITERS] [-w WARMUP] [-W WINDOW]
+ *
+ * BENCH is one of the names in `benches[]` below. SIZES is a comma-separated list of byte
+ * counts. Output is OSU-style: two comment lines, then one "size value" row per size, so the
+ * runner (and a human) can read it. Every timed value is the mean over ITERS iterations after
+ * WARMUP untimed ones; repetitions and medians are the runner's job.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+
+#define MAX_SIZES 64
+
+static int rank, nprocs;
+static int iters_arg = 0, warmup_arg = 0, window = 64;
+static char *sbuf, *rbuf;
+static size_t max_size;
+
+/* Fewer iterations for large messages: about 256 MiB of traffic per size, between bounds. */
+static int iters_for(size_t size, int small)
+{
+    int n;
+    if (iters_arg)
+        return iters_arg;
+    if (size <= 8192)
+        return small;
+    n = (int) ((256u << 20) / size);
+    if (n > small)
+        n = small;
+    return n < 20 ? 20 : n;
+}
+
+/* Windows for the streaming tests: about 256 MiB per size, 3 to 500 windows. */
+static int windows_for(size_t size)
+{
+    size_t per = (size ? size : 1) * (size_t) window;
+    size_t n = (256u << 20) / per;
+    if (iters_arg)
+        return iters_arg;
+    return n < 3 ? 3 : n > 500 ? 500 : (int) n;
+}
+
+static int warmup_for(size_t size)
+{
+    if (warmup_arg)
+        return warmup_arg;
+    return size <= 65536 ? 100 : 10;
+}
+
+static void fail(const char *msg)
+{
+    if (rank == 0)
+        fprintf(stderr, "ambench: %s\n", msg);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static void need_ranks(int n, const char *what)
+{
+    char msg[128];
+    if (nprocs < n) {
+        snprintf(msg, sizeof(msg), "%s needs at least %d ranks, got %d", what, n, nprocs);
+        fail(msg);
+    }
+}
+
+/* --- point to point ------------------------------------------------------------------------ */
+
+static double latency(size_t size)
+{
+    int i, n = iters_for(size, 10000), w = warmup_for(size);
+    double t0 = 0;
+    for (i = 0; i < n + w; i++) {
+        if (i == w) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+        }
+        if (rank == 0) {
+            MPI_Send(sbuf, (int) size, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, (int) size, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(rbuf, (int) size, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, (int) size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+        }
+    }
+    return (MPI_Wtime() - t0) * 1e6 / (2.0 * n);
+}
+
+/* Streaming bandwidth, OSU style: a window of nonblocking sends, a short ack per window.
+ * bidir: both ranks send a window at once. Result in MB/s (1e6 bytes). */
+static double bandwidth(size_t size, int bidir)
+{
+    int i, j, n = windows_for(size), w = 3;
+    MPI_Request req[2 * 256];
+    double t0 = 0, t;
+    char ack = 0;
+    for (i = 0; i < n + w; i++) {
+        if (i == w) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+        }
+        if (rank == 0 || rank == 1) {
+            int peer = 1 - rank, k = 0;
+            if (rank == 0 || bidir)
+                for (j = 0; j < window; j++)
+                    MPI_Isend(sbuf, (int) size, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k++]);
+            if (rank == 1 || bidir)
+                for (j = 0; j < window; j++)
+                    MPI_Irecv(rbuf, (int) size, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k++]);
+            MPI_Waitall(k, req, MPI_STATUSES_IGNORE);
+            if (rank == 0)
+                MPI_Recv(&ack, 1, MPI_CHAR, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            else
+                MPI_Send(&ack, 1, MPI_CHAR, 0, 3, MPI_COMM_WORLD);
+        }
+    }
+    t = MPI_Wtime() - t0;
+    return (double) size * window * n * (bidir ? 2 : 1) / t / 1e6;
+}
+
+/* Message rate with nprocs/2 pairs (rank i sends to rank i + nprocs/2): million messages per
+ * second, summed over pairs. */
+static double msgrate(size_t size)
+{
+    int i, j, half = nprocs / 2, n = windows_for(size), w = 3;
+    MPI_Request req[256];
+    double t0 = 0, t, rate, sum = 0;
+    char ack = 0;
+    int sender = rank < half, peer = sender ? rank + half : rank - half;
+    int active = rank < 2 * half;
+    for (i = 0; i < n + w; i++) {
+        if (i == w) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+        }
+        if (!active)
+            continue;
+        for (j = 0; j < window; j++) {
+            if (sender)
+                MPI_Isend(sbuf, (int) size, MPI_CHAR, peer, 4, MPI_COMM_WORLD, &req[j]);
+            else
+                MPI_Irecv(rbuf, (int) size, MPI_CHAR, peer, 4, MPI_COMM_WORLD, &req[j]);
+        }
+        MPI_Waitall(window, req, MPI_STATUSES_IGNORE);
+        if (sender)
+            MPI_Recv(&ack, 1, MPI_CHAR, peer, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else
+            MPI_Send(&ack, 1, MPI_CHAR, peer, 5, MPI_COMM_WORLD);
+    }
+    t = MPI_Wtime() - t0;
+    rate = (active && sender) ? (double) window * n / t / 1e6 : 0;
+    MPI_Reduce(&rate, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    return sum;
+}
+
+/* --- collectives: mean time per call, the slowest rank's -------------------------------- */
+
+static double coll(size_t size, int which)
+{
+    int i, n = iters_for(size * (which == 2 ? nprocs : 1), 1000), w = warmup_for(size);
+    int count = (int) (size / sizeof(double));
+    double t0 = 0, t, tmax;
+    for (i = 0; i < n + w; i++) {
+        if (i == w) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+        }
+        switch (which) {
+            case 0:
+                MPI_Bcast(sbuf, (int) size, MPI_CHAR, 0, MPI_COMM_WORLD);
+                break;
+            case 1:
+                MPI_Allreduce(sbuf, rbuf, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                break;
+            case 2:
+                MPI_Alltoall(sbuf, (int) size, MPI_CHAR, rbuf, (int) size, MPI_CHAR,
+                             MPI_COMM_WORLD);
+                break;
+            default:
+                MPI_Barrier(MPI_COMM_WORLD);
+        }
+    }
+    t = (MPI_Wtime() - t0) * 1e6 / n;
+    MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    return tmax;
+}
+
+/* --- one-sided: rank 0 is the origin, rank 1 the target -------------------------------- */
+
+enum { RMA_FENCE, RMA_LOCK };
+
+static void rma_op(int get, size_t size, MPI_Win win)
+{
+    if (get)
+        MPI_Get(rbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
+    else
+        MPI_Put(sbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
+}
+
+/* latency: one operation per epoch (fence-op-fence, or lock-op-unlock), µs per epoch.
+ * bandwidth: a window of operations per epoch, MB/s. */
+static double rma(size_t size, int get, int sync, int bw, MPI_Win win)
+{
+    int i, j, ops = bw ? window : 1;
+    int n = bw ? windows_for(size) : iters_for(size, 5000), w = bw ? 3 : 50;
+    double t0 = 0, t;
+    if (sync == RMA_FENCE)
+        MPI_Win_fence(0, win);
+    for (i = 0; i < n + w; i++) {
+        if (i == w) {
+            if (sync == RMA_LOCK)
+                MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+        }
+        if (sync == RMA_FENCE) {
+            if (rank == 0)
+                for (j = 0; j < ops; j++)
+                    rma_op(get, size, win);
+            MPI_Win_fence(0, win);
+        } else if (rank == 0) {
+            MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+            for (j = 0; j < ops; j++)
+                rma_op(get, size, win);
+            MPI_Win_unlock(1, win);
+        }
+    }
+    t = MPI_Wtime() - t0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (bw)
+        return (double) size * ops * n / t / 1e6;
+    return t * 1e6 / n;
+}
+
+/* --- driver -------------------------------------------------------------------------------- */
+
+struct bench {
+    const char *name, *unit, *sizes;
+    int kind, arg1, arg2, arg3;
+};
+
+enum { K_LAT, K_BW, K_BIBW, K_RATE, K_COLL, K_RMA };
+
+static const struct bench benches[] = {
+    {"latency", "Latency (us)", "0,1,8,64,512,4096,16384,65536,262144,1048576,4194304", K_LAT},
+    {"bw", "Bandwidth (MB/s)", "1,64,1024,4096,16384,65536,262144,1048576,4194304", K_BW},
+    {"bibw", "Bandwidth (MB/s)", "1,64,1024,4096,16384,65536,262144,1048576,4194304", K_BIBW},
+    {"msgrate", "Rate (Mmsg/s)", "1,8,64,512,4096", K_RATE},
+    {"bcast", "Latency (us)", "8,1024,65536,1048576", K_COLL, 0},
+    {"allreduce", "Latency (us)", "8,1024,65536,1048576", K_COLL, 1},
+    {"alltoall", "Latency (us)", "8,1024,65536", K_COLL, 2},
+    {"barrier", "Latency (us)", "0", K_COLL, 3},
+    {"put_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_FENCE, 0},
+    {"put_lat_lock", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_LOCK, 0},
+    {"get_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 1, RMA_FENCE, 0},
+    {"get_lat_lock", "Latency (us)", "8,1024,65536,1048576", K_RMA, 1, RMA_LOCK, 0},
+    {"put_bw_fence", "Bandwidth (MB/s)", "8,1024,65536,1048576", K_RMA, 0, RMA_FENCE, 1},
+    {"put_bw_lock", "Bandwidth (MB/s)", "8,1024,65536,1048576", K_RMA, 0, RMA_LOCK, 1},
+    {"get_bw_fence", "Bandwidth (MB/s)", "8,1024,65536,1048576", K_RMA, 1, RMA_FENCE, 1},
+    {"get_bw_lock", "Bandwidth (MB/s)", "8,1024,65536,1048576", K_RMA, 1, RMA_LOCK, 1},
+};
+
+static int parse_sizes(const char *s, size_t * out)
+{
+    int n = 0;
+    char *end;
+    while (*s) {
+        unsigned long long v = strtoull(s, &end, 10);
+        if (end == s || (*end && *end != ',') || n == MAX_SIZES)
+            return -1;
+        out[n++] = (size_t) v;
+        s = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    const struct bench *b = NULL;
+    const char *sizes_arg = NULL;
+    size_t sizes[MAX_SIZES];
+    int i, nsizes, opt_err = 0;
+    char msg[256];
+    MPI_Win win = MPI_WIN_NULL;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+
+    if (argc < 2)
+        fail("usage: ambench BENCH [-s SIZES] [-i ITERS] [-w WARMUP] [-W WINDOW]");
+    for (i = 0; i < (int) (sizeof(benches) / sizeof(benches[0])); i++)
+        if (strcmp(argv[1], benches[i].name) == 0)
+            b = &benches[i];
+    if (!b) {
+        int len = snprintf(msg, sizeof(msg), "unknown benchmark '%s'; known:", argv[1]);
+        for (i = 0; i < (int) (sizeof(benches) / sizeof(benches[0])) && len < 240; i++)
+            len += snprintf(msg + len, sizeof(msg) - len, " %s", benches[i].name);
+        fail(msg);
+    }
+    for (i = 2; i < argc; i++) {
+        if (i + 1 >= argc) {
+            opt_err = 1;
+            break;
+        }
+        if (!strcmp(argv[i], "-s"))
+            sizes_arg = argv[++i];
+        else if (!strcmp(argv[i], "-i"))
+            iters_arg = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-w"))
+            warmup_arg = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-W"))
+            window = atoi(argv[++i]);
+        else
+            opt_err = 1;
+    }
+    if (opt_err || window < 1 || window > 256 || iters_arg < 0 || warmup_arg < 0)
+        fail("bad option (options: -s SIZES -i ITERS -w WARMUP -W WINDOW<=256)");
+    nsizes = parse_sizes(sizes_arg ? sizes_arg : b->sizes, sizes);
+    if (nsizes <= 0)
+        fail("bad size list (comma-separated byte counts)");
+    need_ranks(2, b->name);
+
+    max_size = 1;
+    for (i = 0; i < nsizes; i++) {
+        size_t need = sizes[i] * (b->kind == K_COLL && b->arg1 == 2 ? (size_t) nprocs : 1);
+        if (need > max_size)
+            max_size = need;
+    }
+    sbuf = malloc(max_size);
+    rbuf = malloc(max_size);
+    if (!sbuf || !rbuf)
+        fail("out of memory for the buffers");
+    memset(sbuf, 'a', max_size);
+    memset(rbuf, 'b', max_size);
+    if (b->kind == K_RMA) {
+        MPI_Win_create(rank == 1 ? rbuf : sbuf, (MPI_Aint) max_size, 1, MPI_INFO_NULL,
+                       MPI_COMM_WORLD, &win);
+    }
+
+    if (rank == 0) {
+        printf("# ambench %s, %d ranks\n# Size  %s\n", b->name, nprocs, b->unit);
+        fflush(stdout);
+    }
+    for (i = 0; i < nsizes; i++) {
+        size_t s = sizes[i];
+        double v = 0;
+        if (b->kind == K_COLL && b->arg1 == 1 && s < sizeof(double))
+            s = sizeof(double);
+        switch (b->kind) {
+            case K_LAT:
+                v = latency(s);
+                break;
+            case K_BW:
+                v = bandwidth(s, 0);
+                break;
+            case K_BIBW:
+                v = bandwidth(s, 1);
+                break;
+            case K_RATE:
+                v = msgrate(s);
+                break;
+            case K_COLL:
+                v = coll(s, b->arg1);
+                break;
+            case K_RMA:
+                v = rma(s, b->arg1, b->arg2, b->arg3, win);
+                break;
+        }
+        if (rank == 0) {
+            printf("%-10zu %.3f\n", s, v);
+            fflush(stdout);
+        }
+    }
+    if (win != MPI_WIN_NULL)
+        MPI_Win_free(&win);
+    free(sbuf);
+    free(rbuf);
+    MPI_Finalize();
+    return 0;
+}

@@ -711,7 +711,7 @@ int MPIDI_AMLAPI_iprobe(int source, int tag, MPIR_Comm * comm, int context_offse
     if (status != MPI_STATUS_IGNORE) {
         status->MPI_SOURCE = ue->hdr.src;
         status->MPI_TAG = ue->hdr.tag;
-        status->MPI_ERROR = MPI_SUCCESS;
+        /* MPI_ERROR is left alone: probes do not set it */
         MPIR_STATUS_SET_COUNT(*status, ue->len);
     }
     if (message) {

@@ -27,14 +27,10 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int h
     if (dt_contig || data_sz == 0) {
         send_buf = MPIR_get_contig_ptr(data, dt_true_lb);
     } else {
-        /* aml moves contiguous bytes: pack once; freed when the send completes */
-        MPI_Aint packed;
-        void *pack = MPL_malloc(data_sz, MPL_MEM_BUFFER);
-        MPIR_ERR_CHKANDJUMP1(pack == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem", "**nomem %s",
-                             "amlapi pack buffer");
-        mpi_errno = MPIR_Typerep_pack(data, count, datatype, 0, pack, data_sz, &packed);
+        /* freed when the send completes (am_request_finalize) */
+        void *pack;
+        mpi_errno = MPIDI_AMLAPI_pack(data, count, datatype, data_sz, &pack);
         MPIR_ERR_CHECK(mpi_errno);
-        MPIR_Assert(packed == data_sz);
         MPIDI_AMLAPI_AMREQ(sreq).pack_buffer = pack;
         send_buf = pack;
     }

@@ -60,6 +60,28 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_world_rank(MPIR_Comm * comm, int rank)
     return lpid;
 }
 
+/* aml moves contiguous bytes: a non-contiguous send is packed once into *pack (MPL_malloc'd,
+ * the caller frees it when the send completes). */
+MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_pack(const void *buf, MPI_Aint count,
+                                               MPI_Datatype datatype, MPI_Aint data_sz,
+                                               void **pack)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPI_Aint packed;
+    *pack = MPL_malloc(data_sz, MPL_MEM_BUFFER);
+    MPIR_ERR_CHKANDJUMP1(*pack == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem", "**nomem %s",
+                         "amlapi pack buffer");
+    mpi_errno = MPIR_Typerep_pack(buf, count, datatype, 0, *pack, data_sz, &packed);
+    MPIR_ERR_CHECK(mpi_errno);
+    MPIR_Assert(packed == data_sz);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    MPL_free(*pack);
+    *pack = NULL;
+    goto fn_exit;
+}
+
 /* amlapi_am.c: the MPIDIG transport (the inline MPIDI_NM_am_* in amlapi_am.h call these) */
 int MPIDI_AMLAPI_am_init(void);
 int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,

@@ -493,14 +493,9 @@ int MPIDI_AMLAPI_send(const void *buf, MPI_Aint count, MPI_Datatype datatype, in
     if (dt_contig || data_sz == 0) {
         x.data = MPIR_get_contig_ptr(buf, dt_true_lb);
     } else {
-        /* aml moves contiguous bytes: pack once, freed at origin completion */
-        MPI_Aint packed;
-        pack = MPL_malloc(data_sz, MPL_MEM_BUFFER);
-        MPIR_ERR_CHKANDJUMP1(pack == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem", "**nomem %s",
-                             "amlapi pack buffer");
-        mpi_errno = MPIR_Typerep_pack(buf, count, datatype, 0, pack, data_sz, &packed);
+        /* freed at origin completion (send_done) */
+        mpi_errno = MPIDI_AMLAPI_pack(buf, count, datatype, data_sz, &pack);
         MPIR_ERR_CHECK(mpi_errno);
-        MPIR_Assert(packed == data_sz);
         x.data = pack;
     }
 
@@ -702,9 +697,7 @@ int MPIDI_AMLAPI_iprobe(int source, int tag, MPIR_Comm * comm, int context_offse
     }
     ue = ue_find(source, tag, comm->recvcontext_id + context_offset);
     if (!ue) {
-        *flag = 0;
-        /* let the caller's next poll see new arrivals */
-        aml_progress(MPIDI_AMLAPI_global.aml);
+        *flag = 0;      /* MPID_Iprobe progresses before the caller asks again */
         goto fn_exit;
     }
     *flag = 1;

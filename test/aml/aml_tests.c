@@ -212,16 +212,21 @@ static int t_sizes(rank_ctx_t * c)
     CHECK(rx.order_errors == 0, "order");
     if (c->rank == 0) {
         int64_t v = AML_PROTO_ONEPACKET, e = AML_PROTO_EAGER, r = AML_PROTO_RNDV;
+        int64_t a = AML_PROTO_ADAPTIVE, credits, proto;
         CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &v));
         CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &e));
         CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &r));
-        int64_t proto;
+        CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &a));
+        CHECK_OK(aml_qenv(c->aml, AML_Q_ADAPTIVE_CREDITS, &credits));
         aml_qenv(c->aml, AML_Q_PROTOCOL, &proto);
-        if (proto == AML_PROTO_AUTO)
-            CHECK(v > 0 && e > 0 && r > 0, "protocols used: one %lld eager %lld rndv %lld",
-                  (long long) v, (long long) e, (long long) r);
+        if (proto == AML_PROTO_AUTO)    /* between one packet and the eager limit: adaptive
+                                         * eager, or ordered eager when it is off */
+            CHECK(v > 0 && (credits ? a > 0 && e == 0 : e > 0 && a == 0) && r > 0,
+                  "protocols used: one %lld eager %lld adaptive %lld rndv %lld", (long long) v,
+                  (long long) e, (long long) a, (long long) r);
         else
-            CHECK((proto == AML_PROTO_EAGER ? e : r) > 0, "forced protocol not used");
+            CHECK((proto == AML_PROTO_EAGER ? e : proto == AML_PROTO_ADAPTIVE ? a : r) > 0,
+                  "forced protocol not used");
     }
     CHECK_OK(aml_barrier(c->aml));
     free(data);
@@ -237,6 +242,43 @@ static void force_eager(aml_config_t * cfg)
 static void force_rndv(aml_config_t * cfg)
 {
     cfg->protocol = AML_PROTO_RNDV;
+}
+
+static void force_rndv_put(aml_config_t * cfg)
+{
+    cfg->protocol = AML_PROTO_RNDV;
+    cfg->rndv_put = 1;
+}
+
+static void rndv_put(aml_config_t * cfg)
+{
+    cfg->rndv_put = 1;
+}
+
+static void force_adaptive(aml_config_t * cfg)
+{
+    cfg->protocol = AML_PROTO_ADAPTIVE;
+    max_size = 1 << 20;
+}
+
+/* adaptive data over 3 lanes, sent last to first ahead of its first packet, small packets */
+static void adaptive_reorder(aml_config_t * cfg)
+{
+    cfg->protocol = AML_PROTO_ADAPTIVE;
+    cfg->debug_reorder = 1;
+    cfg->lanes = 3;
+    cfg->packet_size = 1024;
+    max_size = 1 << 20;
+}
+
+static void lanes_3(aml_config_t * cfg)
+{
+    cfg->lanes = 3;
+}
+
+static void no_adaptive(aml_config_t * cfg)
+{
+    cfg->adaptive_credits = 0;
 }
 
 static void interrupt_mode(aml_config_t * cfg)
@@ -455,6 +497,17 @@ static int t_config(void)
         return 1;
     aml_config_default(&cfg);
     cfg.size = 1;
+    cfg.lanes = 9;
+    if (aml_init(&cfg, &a) != AML_ERR_INVAL)
+        return 1;
+    aml_config_default(&cfg);
+    cfg.size = 1;
+    cfg.adaptive_credits = 0;
+    cfg.protocol = AML_PROTO_ADAPTIVE;  /* adaptive without credits */
+    if (aml_init(&cfg, &a) != AML_ERR_INVAL)
+        return 1;
+    aml_config_default(&cfg);
+    cfg.size = 1;
     if (aml_init(&cfg, &a) != AML_OK)
         return 1;
     if (aml_xfer(a, &(aml_xfer_t) {
@@ -548,6 +601,45 @@ static void mk_fence_ack(aml_pkt_t * p, char *x, size_t * h, size_t * d)
     p->type = AML_PKT_FENCE_ACK;        /* nobody asked */
 }
 
+static void mk_adapt_first(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ADAPT_FIRST;
+    p->handler = 3;
+    p->msg_len = 100;
+    p->addr = 50;       /* first chunk must be at offset 0 */
+    *d = 10;
+}
+
+static void mk_adapt_data(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ADAPT_DATA;
+    p->msg_id = 5;
+    p->msg_len = 100;
+    p->addr = 95;       /* 10 bytes at 95 overrun the message */
+    *d = 10;
+}
+
+static void mk_adapt_token(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ADAPT_TOKEN;
+    p->msg_id = 31337;  /* no adaptive message of the receiver awaits it */
+}
+
+static void mk_rndv_rtr(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_RNDV_RTR;
+    p->msg_id = 4711;   /* no put-variant send awaits it */
+    p->msg_len = 1 << 20;
+    p->aux0 = 10;
+    *d = 10;
+}
+
+static void mk_rndv_fin(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_RNDV_FIN;
+    p->msg_id = 4712;   /* no landing was exposed for it */
+}
+
 static void mk_unknown(aml_pkt_t * p, char *x, size_t * h, size_t * d)
 {
     p->type = 99;
@@ -603,6 +695,12 @@ static const bad_case_t bad_cases[] = {
      mk_fence_req},
     {"bad_fence_ack", "type FENCE_ACK (11): fence acknowledgement nobody asked for",
      mk_fence_ack},
+    {"bad_adapt_first", "type ADAPT_FIRST (12): first chunk at offset 50", mk_adapt_first},
+    {"bad_adapt_data", "type ADAPT_DATA (13): chunk of 10 bytes at offset 95 overruns",
+     mk_adapt_data},
+    {"bad_adapt_token", "type ADAPT_TOKEN (14): token for message 31337", mk_adapt_token},
+    {"bad_rndv_rtr", "type RNDV_RTR (15): ready-to-receive for message 4711", mk_rndv_rtr},
+    {"bad_rndv_fin", "type RNDV_FIN (16): data put for message 4712", mk_rndv_fin},
     {"bad_type", "type UNKNOWN (99): unknown packet type", mk_unknown},
     {"bad_handler", "type ONE (1): handler 9 is not registered", mk_handler},
     {"bad_uhdr_len", "type ONE (1): header carries 0 user-header bytes, packet says 200",
@@ -700,6 +798,114 @@ static int t_defer(rank_ctx_t * c)
     return 0;
 }
 
+/* adaptive eager flow control: the receiver defers every adaptive message; the sender has
+ * `credits` of them unconfirmed, so further messages to that receiver go by rendezvous (only
+ * the scout waits there). Once the receiver lands them (one rejected) the credits are back
+ * and adaptive eager is used again. */
+#define ACREDITS 3
+#define AMSGS (ACREDITS + 3)
+static aml_msg_t *adeferred[AMSGS];
+static int adeferred_proto[AMSGS], nadeferred, acompl;
+
+static int adefer_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    (void) aml;
+    (void) ctx;
+    if (!info->msg || nadeferred >= AMSGS)
+        return 1;
+    adeferred_proto[nadeferred] = info->protocol;
+    adeferred[nadeferred++] = info->msg;
+    recv->defer = 1;
+    return 0;
+}
+
+static void adefer_done(aml_t * aml, void *arg)
+{
+    (void) aml;
+    (void) arg;
+    acompl++;
+}
+
+static void adaptive_credits(aml_config_t * cfg)
+{
+    cfg->adaptive_credits = ACREDITS;
+    cfg->lanes = 2;
+}
+
+static int t_adaptive_credits(rank_ctx_t * c)
+{
+    const size_t n = 30000;     /* above one packet, below the eager limit */
+    aml_cntr_t org;
+    int64_t a0 = AML_PROTO_ADAPTIVE, r0 = AML_PROTO_RNDV, a1, r1;
+    CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+    CHECK_OK(aml_register_handler(c->aml, 4, adefer_handler, NULL));
+    rx_setup(c, n);
+    test_barrier(c);
+    if (c->rank == 0) {
+        unsigned char *data = malloc(n * AMSGS);
+        msg_hdr_t h = { 0, 900, 0, 0 };
+        CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &a0));
+        CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &r0));
+        for (int i = 0; i < AMSGS; i++) {
+            fill(data + i * n, n, 0, 600 + i);
+            CHECK_OK(aml_amsend(c->aml, 1, 4, NULL, 0, data + i * n, n, NULL, &org, NULL));
+        }
+        a1 = AML_PROTO_ADAPTIVE;
+        r1 = AML_PROTO_RNDV;
+        CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &a1));
+        CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &r1));
+        CHECK(a1 - a0 == ACREDITS && r1 - r0 == AMSGS - ACREDITS,
+              "adaptive %lld rndv %lld, want %d and %d", (long long) (a1 - a0),
+              (long long) (r1 - r0), ACREDITS, AMSGS - ACREDITS);
+        CHECK_OK(aml_cntr_wait(c->aml, &org, AMSGS));   /* landed or rejected */
+        /* the receiver confirmed everything: once the tokens are in, the next message is
+         * adaptive again */
+        test_barrier(c);
+        while (c->aml->peers[1].adapt_out != 0)
+            aml_progress(c->aml);
+        fill(data, n, 0, 900);
+        CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), data, n, NULL, &org, NULL));
+        CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        a1 = AML_PROTO_ADAPTIVE;
+        CHECK_OK(aml_qenv(c->aml, AML_Q_MSGS_SENT, &a1));
+        CHECK(a1 - a0 == ACREDITS + 1, "credits did not come back (%lld adaptive)",
+              (long long) (a1 - a0));
+        free(data);
+    } else {
+        unsigned char *buf = malloc(n * AMSGS);
+        aml_recv_t r;
+        while (nadeferred < AMSGS)
+            aml_progress(c->aml);
+        for (int i = 0; i < AMSGS; i++)
+            CHECK(adeferred_proto[i] == (i < ACREDITS ? AML_PROTO_ADAPTIVE : AML_PROTO_RNDV),
+                  "message %d came by %s", i, aml_proto_name(adeferred_proto[i]));
+        CHECK_OK(aml_reject(c->aml, adeferred[1]));
+        CHECK(aml_reject(c->aml, adeferred[1]) == AML_ERR_INVAL, "reject twice");
+        for (int i = AMSGS - 1; i >= 0; i--) {
+            if (i == 1)
+                continue;
+            memset(&r, 0, sizeof(r));
+            r.buf = buf + i * n;
+            r.compl_fn = adefer_done;
+            CHECK_OK(aml_accept(c->aml, adeferred[i], &r));
+        }
+        while (acompl < AMSGS - 1)
+            aml_progress(c->aml);
+        for (int i = 0; i < AMSGS; i++)
+            CHECK(i == 1 || first_bad(buf + i * n, n, 0, 600 + i) == (size_t) -1,
+                  "message %d corrupt", i);
+        /* every token went back: the sender's next message lands through handler 3 */
+        while (c->aml->peers[0].adapt_in != 0)
+            aml_progress(c->aml);
+        test_barrier(c);
+        wait_done(c, 1);
+        CHECK(rx.done_bad[0] == (size_t) -1 && rx.done_len[0] == n, "last message wrong");
+        free(buf);
+    }
+    CHECK_OK(aml_barrier(c->aml));
+    return 0;
+}
+
 /* interrupt mode: a receiver that armed the worker sleeps in poll() on the event fd and is
  * woken by the arrival (the sender waits 300 ms first); polling-mode workers have no fd */
 static int t_interrupt(rank_ctx_t * c)
@@ -764,6 +970,16 @@ static const test_t tests[] = {
     {"rma", 3, t_rma, NULL},
     {"env", 2, t_env, NULL},
     {"defer", 2, t_defer, force_rndv},
+    {"sizes_rndv_put", 2, t_sizes, force_rndv_put},
+    {"sizes_put", 2, t_sizes, rndv_put},
+    {"defer_put", 2, t_defer, force_rndv_put},
+    {"handlers_put", 3, t_handlers, force_rndv_put},
+    {"sizes_adaptive", 2, t_sizes, force_adaptive},
+    {"sizes_adaptive_reorder", 2, t_sizes, adaptive_reorder},
+    {"sizes_lanes", 2, t_sizes, lanes_3},
+    {"sizes_no_adaptive", 2, t_sizes, no_adaptive},
+    {"order_adaptive_reorder", 4, t_order, adaptive_reorder},
+    {"adaptive_credits", 2, t_adaptive_credits, adaptive_credits},
     {"interrupt", 2, t_interrupt, interrupt_mode},
     {"sizes_interrupt", 2, t_sizes, interrupt_mode},
     {"no_fd", 2, t_no_fd, NULL},

@@ -21,11 +21,14 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_init.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_am.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_p2p.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_progress.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_core.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_onepacket.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_eager.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_rndv.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_adaptive.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_rndv_put.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_rma.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_sync.c
 

@@ -40,6 +40,7 @@ typedef enum {
     AML_PROTO_ONEPACKET,        /* header + data in one packet */
     AML_PROTO_EAGER,            /* ordered multi-packet */
     AML_PROTO_RNDV,             /* scout, receiver pulls, done */
+    AML_PROTO_ADAPTIVE,         /* unordered data over several lanes, credit flow control */
     AML_PROTO_COUNT
 } aml_proto_t;
 
@@ -60,7 +61,15 @@ typedef struct aml_config {
     int size;
     size_t packet_size;         /* bytes per packet incl. headers; 0 = default (8192) */
     size_t eager_limit;         /* data bytes above which rendezvous is used */
-    int protocol;               /* aml_proto_t: AML_PROTO_AUTO, _EAGER or _RNDV */
+    int protocol;               /* aml_proto_t: AML_PROTO_AUTO, _EAGER, _RNDV or _ADAPTIVE */
+    int adaptive_credits;       /* unconfirmed adaptive messages per peer (0..1024); 0 turns
+                                 * adaptive eager off (AUTO then uses ordered eager) */
+    int lanes;                  /* UCX endpoints per peer that adaptive data spreads over
+                                 * (1..8) */
+    int debug_reorder;          /* tests: adaptive data packets go last to first, ahead of
+                                 * their first packet */
+    int rndv_put;               /* rendezvous by put (the receiver sends its landing's
+                                 * address and rkey, the sender writes) instead of get */
     int progress_mode;          /* aml_progress_mode_t */
     aml_fatal_fn_t fatal;       /* NULL: print to stderr and abort() */
     void *fatal_arg;
@@ -94,6 +103,8 @@ typedef enum {
     AML_Q_PROTOCOL,             /* get/set: aml_proto_t forced protocol or AUTO */
     AML_Q_PROGRESS_MODE,        /* get */
     AML_Q_MAX_HANDLERS,         /* get: user handler ids are 0 .. value-1 */
+    AML_Q_ADAPTIVE_CREDITS,     /* get */
+    AML_Q_LANES,                /* get */
     AML_Q_MSGS_SENT,            /* get: messages sent with protocol (val in: aml_proto_t) */
     AML_Q_BYTES_SENT            /* get: data bytes sent with protocol */
 } aml_query_t;
@@ -131,7 +142,8 @@ typedef struct aml_msg_info {
     const void *data;           /* non-NULL iff all data is in hand (one-packet): the handler
                                  * may consume it directly, valid during the handler */
     int protocol;               /* aml_proto_t used by the sender */
-    aml_msg_t *msg;             /* rendezvous only: handle for a deferred landing */
+    aml_msg_t *msg;             /* rendezvous and adaptive eager: handle for a deferred
+                                 * landing (recv->defer) */
 } aml_msg_info_t;
 
 /* What the header handler returns: where the data lands and what runs afterwards. */
@@ -141,10 +153,11 @@ typedef struct aml_recv {
     void *unpack_arg;
     aml_compl_fn_t compl_fn;    /* runs in the dispatcher after all data landed; may send */
     void *compl_arg;
-    int defer;                  /* rendezvous only (info->msg != NULL): no landing yet; the
-                                 * embedder decides later with aml_accept or aml_reject. Nothing
-                                 * has moved but the header: an unmatched large message costs
-                                 * no buffer at the receiver. */
+    int defer;                  /* when info->msg != NULL: no landing yet; the embedder decides
+                                 * later with aml_accept or aml_reject. Rendezvous: nothing
+                                 * has moved but the header, so an unmatched large message
+                                 * costs no buffer at the receiver. Adaptive eager: aml keeps
+                                 * the data meanwhile, and the sender's credit with it. */
 } aml_recv_t;
 
 /* Header handler: runs in the dispatcher on the first packet, must not block. When
@@ -187,11 +200,13 @@ static inline int aml_amsend(aml_t * aml, int peer, unsigned handler, const void
     return aml_xfer(aml, &x);
 }
 
-/* Lands a deferred rendezvous message: the data is pulled into recv->buf (or handed to
- * recv->unpack), then recv->compl_fn runs and the sender's buffer is released. */
+/* Lands a deferred message: rendezvous data is pulled into recv->buf (or handed to
+ * recv->unpack), adaptive data is copied there from aml's staging buffer; then
+ * recv->compl_fn runs and the sender's buffer (rendezvous) or credit (adaptive) is released.
+ * An adaptive message still arriving lands when its last packet does. */
 int aml_accept(aml_t * aml, aml_msg_t * msg, const aml_recv_t * recv);
-/* Drops a deferred rendezvous message without moving its data; the sender's buffer is released
- * as if delivered (the embedder tells its sender why, e.g. a cancelled send). */
+/* Drops a deferred message without landing its data; the sender's buffer or credit is
+ * released as if delivered (the embedder tells its sender why, e.g. a cancelled send). */
 int aml_reject(aml_t * aml, aml_msg_t * msg);
 
 /* --- one-sided ------------------------------------------------------------------------- */

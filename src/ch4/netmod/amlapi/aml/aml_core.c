@@ -20,6 +20,11 @@ static const char *const pkt_names[AML_PKT_TYPE_MAX] = {
     [AML_PKT_RMW_REPLY] = "RMW_REPLY",
     [AML_PKT_FENCE_REQ] = "FENCE_REQ",
     [AML_PKT_FENCE_ACK] = "FENCE_ACK",
+    [AML_PKT_ADAPT_FIRST] = "ADAPT_FIRST",
+    [AML_PKT_ADAPT_DATA] = "ADAPT_DATA",
+    [AML_PKT_ADAPT_TOKEN] = "ADAPT_TOKEN",
+    [AML_PKT_RNDV_RTR] = "RNDV_RTR",
+    [AML_PKT_RNDV_FIN] = "RNDV_FIN",
 };
 
 const char *aml_pkt_name(int type)
@@ -51,7 +56,7 @@ const char *aml_strerror(int status)
 
 const char *aml_proto_name(int proto)
 {
-    static const char *const n[AML_PROTO_COUNT] = { "auto", "onepacket", "eager", "rndv" };
+    static const char *const n[AML_PROTO_COUNT] = { "auto", "onepacket", "eager", "rndv", "adaptive" };
     return (proto >= 0 && proto < AML_PROTO_COUNT) ? n[proto] : "unknown";
 }
 
@@ -150,6 +155,8 @@ void aml_config_default(aml_config_t * cfg)
     cfg->packet_size = 8192;
     cfg->eager_limit = 65536;
     cfg->protocol = AML_PROTO_AUTO;
+    cfg->adaptive_credits = 32;
+    cfg->lanes = 1;
     cfg->progress_mode = AML_PROGRESS_POLLING;
 }
 
@@ -185,6 +192,12 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
         case AML_Q_MAX_HANDLERS:
             *val = AML_MAX_HANDLERS;
             break;
+        case AML_Q_ADAPTIVE_CREDITS:
+            *val = aml->adaptive_credits;
+            break;
+        case AML_Q_LANES:
+            *val = aml->lanes;
+            break;
         case AML_Q_MSGS_SENT:
         case AML_Q_BYTES_SENT:
             if (*val < 0 || *val >= AML_PROTO_COUNT)
@@ -199,7 +212,8 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
 
 static int check_protocol(int p)
 {
-    return p == AML_PROTO_AUTO || p == AML_PROTO_EAGER || p == AML_PROTO_RNDV;
+    return p == AML_PROTO_AUTO || p == AML_PROTO_EAGER || p == AML_PROTO_RNDV ||
+        p == AML_PROTO_ADAPTIVE;
 }
 
 int aml_senv(aml_t * aml, aml_query_t q, int64_t val)
@@ -213,7 +227,8 @@ int aml_senv(aml_t * aml, aml_query_t q, int64_t val)
             aml->eager_limit = (size_t) val;
             return AML_OK;
         case AML_Q_PROTOCOL:
-            if (!check_protocol((int) val))
+            if (!check_protocol((int) val) ||
+                (val == AML_PROTO_ADAPTIVE && aml->adaptive_credits == 0))
                 return AML_ERR_INVAL;
             aml->protocol = (int) val;
             return AML_OK;
@@ -243,6 +258,9 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
         return AML_ERR_INVAL;
     if (!check_protocol(cfg->protocol))
         return AML_ERR_INVAL;
+    if (cfg->adaptive_credits < 0 || cfg->adaptive_credits > 1024 || cfg->lanes < 1 ||
+        cfg->lanes > 8 || (cfg->protocol == AML_PROTO_ADAPTIVE && cfg->adaptive_credits == 0))
+        return AML_ERR_INVAL;
     if (cfg->progress_mode != AML_PROGRESS_POLLING &&
         cfg->progress_mode != AML_PROGRESS_INTERRUPT)
         return AML_ERR_INVAL;
@@ -256,10 +274,13 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->packet_size = cfg->packet_size ? cfg->packet_size : 8192;
     aml->eager_limit = cfg->eager_limit;
     aml->protocol = cfg->protocol;
+    aml->adaptive_credits = cfg->adaptive_credits;
+    aml->lanes = cfg->lanes;
     aml->next_msg_id = 1;
     aml->peers = calloc(cfg->size, sizeof(aml_peer_t));
     if (!aml->peers || aml_htab_init(&aml->waits, 1024) || aml_htab_init(&aml->replies, 256) ||
-        aml_htab_init(&aml->cntrs, 256)) {
+        aml_htab_init(&aml->cntrs, 256) || aml_htab_init(&aml->adapt_rx, 256) ||
+        aml_htab_init(&aml->deferred, 1024) || aml_htab_init(&aml->put_rx, 256)) {
         rc = AML_ERR_NOMEM;
         goto fail;
     }
@@ -330,6 +351,9 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml_htab_free(&aml->waits);
     aml_htab_free(&aml->replies);
     aml_htab_free(&aml->cntrs);
+    aml_htab_free(&aml->adapt_rx);
+    aml_htab_free(&aml->deferred);
+    aml_htab_free(&aml->put_rx);
     free(aml->peers);
     free(aml);
     return rc;
@@ -348,6 +372,10 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
 {
     if (!aml || !table || aml->connected)
         return aml && aml->connected ? AML_ERR_STATE : AML_ERR_INVAL;
+    aml->adapt_ids = calloc((size_t) aml->size * (aml->adaptive_credits + 1), sizeof(uint64_t));
+    aml->lane_eps = calloc((size_t) aml->size * aml->lanes, sizeof(ucp_ep_h));
+    if (!aml->adapt_ids || !aml->lane_eps)
+        return AML_ERR_NOMEM;
     for (int i = 0; i < aml->size; i++) {
         ucp_ep_params_t ep;
         memset(&ep, 0, sizeof(ep));
@@ -355,6 +383,11 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
         ep.address = (const ucp_address_t *) ((const char *) table + (size_t) i * stride);
         if (ucp_ep_create(aml->worker, &ep, &aml->peers[i].ep) != UCS_OK)
             return AML_ERR_TRANSPORT;
+        /* more endpoints to the same worker: adaptive data is spread over them */
+        for (int l = 1; l < aml->lanes; l++)
+            if (ucp_ep_create(aml->worker, &ep, &aml->lane_eps[(size_t) i * (aml->lanes - 1) +
+                                                               l - 1]) != UCS_OK)
+                return AML_ERR_TRANSPORT;
     }
     aml->connected = true;
     return AML_OK;
@@ -382,18 +415,21 @@ int aml_quiesce(aml_t * aml)
     aml_rndv_free_deferred(aml);  /* rkeys go before their endpoints */
     /* Flush-close every endpoint while progressing, as peers do the same (ch4:ucx's order);
      * after this no packet is exchanged. */
-    void **reqs = calloc(aml->size, sizeof(void *));
+    size_t nreq = (size_t) aml->size * aml->lanes;
+    void **reqs = calloc(nreq, sizeof(void *));
     if (!reqs)
         return AML_ERR_NOMEM;
-    for (int i = 0; i < aml->size; i++) {
+    for (size_t i = 0; i < nreq; i++) {
         ucp_request_param_t p;
+        ucp_ep_h *ep = i < (size_t) aml->size ? &aml->peers[i].ep :
+            &aml->lane_eps[i - aml->size];
         memset(&p, 0, sizeof(p));
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         p.flags = 0;    /* flush mode */
-        reqs[i] = ucp_ep_close_nbx(aml->peers[i].ep, &p);
-        aml->peers[i].ep = NULL;
+        reqs[i] = ucp_ep_close_nbx(*ep, &p);
+        *ep = NULL;
     }
-    for (int i = 0; i < aml->size; i++) {
+    for (size_t i = 0; i < nreq; i++) {
         if (reqs[i] == NULL || UCS_PTR_IS_ERR(reqs[i]))
             continue;
         while (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS)
@@ -419,6 +455,8 @@ int aml_finalize(aml_t * aml)
         }
     }
     aml_rndv_free_deferred(aml);
+    aml_adaptive_free_all(aml);
+    aml_rndv_put_free_all(aml);
     for (aml_sdesc_t * d = aml->free_sdesc, *n; d; d = n) {
         n = d->next;
         free(d);
@@ -429,6 +467,11 @@ int aml_finalize(aml_t * aml)
     aml_htab_free(&aml->waits);
     aml_htab_free(&aml->replies);
     aml_htab_free(&aml->cntrs);
+    aml_htab_free(&aml->adapt_rx);
+    aml_htab_free(&aml->deferred);
+    aml_htab_free(&aml->put_rx);
+    free(aml->adapt_ids);
+    free(aml->lane_eps);
     free(aml->addr_tab[0]);
     free(aml->addr_tab[1]);
     free(aml->regions);
@@ -577,6 +620,20 @@ void aml_pkt_init(aml_t * aml, aml_pkt_t * pkt, int type, int peer)
     (void) peer;
 }
 
+/* The fields a message's first packet carries: handler, user header (copied into d), target
+ * counter, and whether the origin wants a CMPL. */
+void aml_pkt_set_first(aml_sdesc_t * d, const aml_xfer_t * x, bool want_cmpl)
+{
+    d->u.pkt.handler = (uint16_t) x->handler;
+    d->u.pkt.uhdr_len = (uint32_t) x->uhdr_len;
+    d->u.pkt.cntr = (uintptr_t) x->tgt_cntr;
+    if (want_cmpl)
+        d->u.pkt.flags |= AML_PKTF_CMPL;
+    if (x->uhdr_len)
+        memcpy(AML_SDESC_PAYLOAD(d), x->uhdr, x->uhdr_len);
+    d->hdr_len = sizeof(aml_pkt_t) + x->uhdr_len;
+}
+
 void aml_stat(aml_t * aml, int proto, size_t len)
 {
     aml->msgs[proto]++;
@@ -611,18 +668,24 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
 int aml_send_desc(aml_t * aml, aml_sdesc_t * d, const void *data, size_t len)
 {
     aml_peer_t *p = &aml->peers[d->peer];
+    d->u.pkt.seq = p->tx_seq++;
+    return aml_send_desc_lane(aml, d, p->ep, data, len);
+}
+
+/* The same without a sequence number, on any of the peer's endpoints (adaptive data). */
+int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len)
+{
     ucp_request_param_t param;
     ucs_status_ptr_t r;
 
-    d->u.pkt.seq = p->tx_seq++;
-    p->dirty = true;
+    aml->peers[d->peer].dirty = true;
     aml->tx_inflight++;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
         UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_AM_SEND_FLAG_EAGER;
     param.cb.send = send_cb;
     param.user_data = d;
-    r = ucp_am_send_nbx(p->ep, AML_UCP_AM_ID, &d->u.pkt, d->hdr_len, data, len, &param);
+    r = ucp_am_send_nbx(ep, AML_UCP_AM_ID, &d->u.pkt, d->hdr_len, data, len, &param);
     if (AML_LIKELY(r == NULL)) {
         send_done(aml, d);
         return AML_OK;
@@ -721,9 +784,17 @@ int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x)
         case AML_PROTO_AUTO:
             if (sizeof(aml_pkt_t) + x->uhdr_len + x->len <= aml->packet_size)
                 return aml_onepacket_send(aml, x);
-            if (x->len <= aml->eager_limit)
+            if (x->len > aml->eager_limit)
+                return aml_rndv_send(aml, x);
+            if (aml->adaptive_credits == 0)
                 return aml_eager_send(aml, x);
-            return aml_rndv_send(aml, x);
+            /* peer state: without a credit only the scout may wait at the receiver */
+            return aml_adaptive_credit(aml, x->peer) ? aml_adaptive_send(aml, x) :
+                aml_rndv_send(aml, x);
+        case AML_PROTO_ADAPTIVE:
+            if (aml_adaptive_credit(aml, x->peer))
+                return aml_adaptive_send(aml, x);
+            return x->len ? aml_rndv_send(aml, x) : aml_onepacket_send(aml, x);
         case AML_PROTO_ONEPACKET:
             if (sizeof(aml_pkt_t) + x->uhdr_len + x->len > aml->packet_size)
                 return AML_ERR_INVAL;
@@ -774,7 +845,7 @@ void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * 
                   pkt->src);
     if (recv->defer && !msg)
         aml_fatal(aml, "header handler %u deferred a %s message from rank %u: only rendezvous "
-                  "messages can be deferred", pkt->handler, aml_pkt_name(pkt->type), pkt->src);
+                  "and adaptive messages can be deferred", pkt->handler, aml_pkt_name(pkt->type), pkt->src);
     if (!recv->defer && !data && pkt->msg_len && !recv->buf && !recv->unpack)
         aml_fatal(aml, "header handler %u gave no buffer for a %llu-byte message from rank %u",
                   pkt->handler, (unsigned long long) pkt->msg_len, pkt->src);
@@ -827,6 +898,14 @@ static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const char *uhdr, size_
         case AML_PKT_RNDV_SCOUT:
             aml_rndv_recv_scout(aml, pkt, uhdr, data, len);
             break;
+        case AML_PKT_ADAPT_FIRST:
+            aml_adaptive_recv_first(aml, pkt, uhdr, data, len);
+            break;
+        case AML_PKT_RNDV_RTR:
+            if (pkt->uhdr_len)
+                aml_fatal_pkt(aml, pkt, "carries a %u-byte user header", pkt->uhdr_len);
+            aml_rndv_put_recv_rtr(aml, pkt, data, len);
+            break;
         default:
             /* control packets carry neither user header nor data */
             if (pkt->uhdr_len || len)
@@ -853,6 +932,12 @@ static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const char *uhdr, size_
                     break;
                 case AML_PKT_FENCE_ACK:
                     aml_sync_recv_fence_ack(aml, pkt);
+                    break;
+                case AML_PKT_ADAPT_TOKEN:
+                    aml_adaptive_recv_token(aml, pkt);
+                    break;
+                case AML_PKT_RNDV_FIN:
+                    aml_rndv_put_recv_fin(aml, pkt);
                     break;
                 default:
                     aml_fatal_pkt(aml, pkt, "unknown packet type");
@@ -903,6 +988,14 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
     if (AML_UNLIKELY(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
         aml_fatal_pkt(aml, &pkt, "UCX delivered it by rendezvous; aml sends eager only");
 
+    if (pkt.type == AML_PKT_ADAPT_DATA) {
+        /* outside the sequence: placed by offset whenever it comes */
+        aml->in_dispatch++;
+        aml_adaptive_recv_data(aml, &pkt, (const char *) header + sizeof(pkt),
+                               header_length - sizeof(pkt), data, length);
+        aml->in_dispatch--;
+        return UCS_OK;
+    }
     p = &aml->peers[pkt.src];
     if (AML_UNLIKELY(pkt.seq != p->rx_seq)) {
         if ((int32_t) (pkt.seq - p->rx_seq) < 0)

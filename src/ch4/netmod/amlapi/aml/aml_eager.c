@@ -42,14 +42,7 @@ int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
         d->peer = x->peer;
         d->msg = m;
         if (off == 0) {
-            d->u.pkt.handler = (uint16_t) x->handler;
-            d->u.pkt.uhdr_len = (uint32_t) x->uhdr_len;
-            d->u.pkt.cntr = (uintptr_t) x->tgt_cntr;
-            if (x->cmpl_cntr)
-                d->u.pkt.flags |= AML_PKTF_CMPL;
-            if (x->uhdr_len)
-                memcpy(AML_SDESC_PAYLOAD(d), x->uhdr, x->uhdr_len);
-            d->hdr_len = sizeof(aml_pkt_t) + x->uhdr_len;
+            aml_pkt_set_first(d, x, x->cmpl_cntr != NULL);
             chunk = first;
         } else {
             d->hdr_len = sizeof(aml_pkt_t);

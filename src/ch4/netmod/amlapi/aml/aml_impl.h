@@ -28,11 +28,20 @@ enum {
     AML_PKT_RMW_REPLY,          /* target -> origin: previous value */
     AML_PKT_FENCE_REQ,          /* origin -> target: ack when all before this completed */
     AML_PKT_FENCE_ACK,
+    AML_PKT_ADAPT_FIRST,        /* adaptive eager, sequenced: pkt | uhdr, first chunk */
+    AML_PKT_ADAPT_DATA,         /* adaptive eager, not sequenced, any lane: chunk at pkt.addr */
+    AML_PKT_ADAPT_TOKEN,        /* receiver -> sender: msg_id no longer holds receiver memory */
+    AML_PKT_RNDV_RTR,           /* put variant, receiver -> sender: landing address, rkey */
+    AML_PKT_RNDV_FIN,           /* put variant, sender -> receiver: the data is in place */
     AML_PKT_TYPE_MAX
 };
 
 /* pkt.flags */
 #define AML_PKTF_CMPL 0x1       /* origin wants an AML_PKT_CMPL when the message completes */
+#define AML_PKTF_PUT  0x2       /* RNDV_SCOUT: put variant, no rkey follows */
+
+/* aml_smsg_t.put_state of a put-variant rendezvous send */
+enum { AML_PUT_NONE = 0, AML_PUT_WAIT_RTR, AML_PUT_PUTTING, AML_PUT_WAIT_DONE };
 
 /* Wire header, 72 bytes, every field validated before use. */
 typedef struct aml_pkt {
@@ -100,6 +109,11 @@ typedef struct aml_smsg {
     bool org_done;
     ucp_mem_h memh;             /* rendezvous */
     void *rkey_buf;
+    aml_t *aml;                 /* put variant: */
+    int put_state;
+    const void *data;
+    size_t len;
+    ucp_rkey_h put_rkey;        /* the receiver's landing */
 } aml_smsg_t;
 
 /* A packet handed to UCX: lives until UCX completes the send. */
@@ -120,6 +134,7 @@ typedef struct aml_sdesc {
 
 /* An incoming message that is not complete when its first packet is handled. */
 typedef struct aml_rmsg {
+    aml_hent_t h;               /* adaptive: in aml->adapt_rx, key = msg_id * size + src */
     aml_t *aml;
     int src;
     int type;                   /* packet type of its first packet */
@@ -129,11 +144,16 @@ typedef struct aml_rmsg {
     aml_recv_t recv;
     aml_cntr_t *tgt_cntr;
     bool want_cmpl;
-    ucp_rkey_h rkey;            /* rendezvous */
-    void *bounce;               /* rendezvous into an unpack handler */
+    ucp_rkey_h rkey;            /* rendezvous (get) */
+    ucp_mem_h memh;             /* rendezvous (put): the exposed landing */
+    bool put;                   /* rendezvous by put */
+    void *bounce;               /* rendezvous into an unpack handler; adaptive: staging */
     uint64_t src_addr;          /* rendezvous: the sender's buffer */
-    struct aml_rmsg *dnext, *dprev;     /* in aml->deferred while the landing is deferred */
+    aml_hent_t dh;              /* in aml->deferred while the landing is deferred */
     bool deferred;
+    bool have_first;            /* adaptive: the first packet was handled */
+    bool data_done;             /* adaptive: every byte arrived */
+    bool dropped;               /* adaptive: rejected while still arriving */
 } aml_rmsg_t;
 
 /* A packet that arrived ahead of its sequence number. */
@@ -156,6 +176,9 @@ typedef struct aml_peer {
     int64_t fence_acks;         /* acks received from peer */
     int64_t replies_pending;    /* our gets/rmws to this peer awaiting replies */
     bool dirty;                 /* sent something since the last fence */
+    int adapt_out;              /* our adaptive messages to peer awaiting its token */
+    int adapt_in;               /* peer's adaptive messages here not yet confirmed */
+    unsigned next_lane;         /* round robin over the lanes */
 } aml_peer_t;
 
 typedef struct aml_handler {
@@ -199,10 +222,17 @@ struct aml {
     uint64_t next_msg_id;
     int64_t tx_inflight;        /* packets handed to UCX, not yet completed */
     int64_t rx_busy;            /* incoming messages not complete */
-    aml_rmsg_t *deferred;       /* rendezvous messages waiting for aml_accept/aml_reject */
+    aml_htab_t deferred;        /* messages waiting for aml_accept/aml_reject, key = handle:
+                                 * a handle is checked without being read */
     aml_htab_t waits;           /* aml_smsg_t awaiting DONE/CMPL */
     aml_htab_t replies;         /* aml_reply_wait_t */
     aml_htab_t cntrs;           /* registered counters, key = address */
+    int adaptive_credits;
+    int lanes;
+    ucp_ep_h *lane_eps;         /* lanes 1.. of peer i at [i * (lanes - 1)]; lane 0 is ep */
+    uint64_t *adapt_ids;        /* ids of peer i's unconfirmed messages at [i * credits] */
+    aml_htab_t adapt_rx;        /* adaptive messages arriving (aml_rmsg_t) */
+    aml_htab_t put_rx;          /* put-variant rendezvous landings awaiting RNDV_FIN */
     aml_region_t *regions;
     int nregions, cap_regions;
     /* collectives of the layer itself (barrier, address_init), indexed by epoch parity */
@@ -224,7 +254,18 @@ const char *aml_pkt_name(int type);
 aml_sdesc_t *aml_sdesc_get(aml_t * aml);
 void aml_sdesc_put(aml_t * aml, aml_sdesc_t * d);
 void aml_pkt_init(aml_t * aml, aml_pkt_t * pkt, int type, int peer);
+void aml_pkt_set_first(aml_sdesc_t * d, const aml_xfer_t * x, bool want_cmpl);
+void *aml_rndv_landing(aml_t * aml, aml_rmsg_t * r);
 int aml_send_desc(aml_t * aml, aml_sdesc_t * d, const void *data, size_t len);
+int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len);
+
+static inline ucp_ep_h aml_lane(aml_t * aml, int peer, unsigned lane)
+{
+    lane %= (unsigned) aml->lanes;
+    return lane ? aml->lane_eps[(size_t) peer * (aml->lanes - 1) + lane - 1] :
+        aml->peers[peer].ep;
+}
+
 int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x);
 int aml_send_ctrl(aml_t * aml, int peer, int type, uint64_t msg_id, uint64_t aux0);
 void aml_smsg_release(aml_t * aml, aml_smsg_t * m);
@@ -256,6 +297,24 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                          const void *data, size_t len);
 void aml_rndv_recv_done(aml_t * aml, const aml_pkt_t * pkt);
 void aml_rndv_free_deferred(aml_t * aml);
+void aml_defer_add(aml_t * aml, aml_rmsg_t * r);
+bool aml_adaptive_credit(aml_t * aml, int peer);
+int aml_adaptive_send(aml_t * aml, const aml_xfer_t * x);
+void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                             const void *data, size_t len);
+void aml_adaptive_recv_data(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr_bytes,
+                            size_t uhdr_avail, const void *data, size_t len);
+void aml_adaptive_recv_token(aml_t * aml, const aml_pkt_t * pkt);
+int aml_adaptive_accept(aml_t * aml, aml_rmsg_t * r, const aml_recv_t * recv);
+int aml_adaptive_reject(aml_t * aml, aml_rmsg_t * r);
+void aml_adaptive_free_all(aml_t * aml);
+int aml_rndv_put_send(aml_t * aml, const aml_xfer_t * x);
+void aml_rndv_put_flushed(aml_t * aml, aml_smsg_t * m);
+void aml_rndv_put_recv_rtr(aml_t * aml, const aml_pkt_t * pkt, const void *data, size_t len);
+void aml_rndv_put_recv_done(aml_t * aml, const aml_pkt_t * pkt, aml_smsg_t * m);
+void aml_rndv_put_ready(aml_t * aml, aml_rmsg_t * r);
+void aml_rndv_put_recv_fin(aml_t * aml, const aml_pkt_t * pkt);
+void aml_rndv_put_free_all(aml_t * aml);
 
 /* rma and sync */
 int aml_rma_init(aml_t * aml);

@@ -18,15 +18,10 @@ int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x)
         return AML_ERR_NOMEM;
     aml_pkt_init(aml, &d->u.pkt, AML_PKT_ONE, x->peer);
     d->u.pkt.proto = AML_PROTO_ONEPACKET;
-    d->u.pkt.handler = (uint16_t) x->handler;
-    d->u.pkt.uhdr_len = (uint32_t) x->uhdr_len;
     d->u.pkt.msg_len = x->len;
-    d->u.pkt.cntr = (uintptr_t) x->tgt_cntr;
+    aml_pkt_set_first(d, x, false);     /* CMPL below, with a message id */
     d->peer = x->peer;
-    d->hdr_len = sizeof(aml_pkt_t) + x->uhdr_len;
     payload = AML_SDESC_PAYLOAD(d);
-    if (x->uhdr_len)
-        memcpy(payload, x->uhdr, x->uhdr_len);
     if (x->len)
         memcpy(payload + x->uhdr_len, x->data, x->len);
 

@@ -14,12 +14,15 @@
 
 int aml_rndv_send(aml_t * aml, const aml_xfer_t * x)
 {
-    aml_smsg_t *m = aml_smsg_new(aml, x, AML_PROTO_RNDV);
+    aml_smsg_t *m;
     ucp_mem_map_params_t mp;
     size_t rkey_len;
     aml_sdesc_t *d;
     int rc;
 
+    if (aml->cfg.rndv_put)
+        return aml_rndv_put_send(aml, x);
+    m = aml_smsg_new(aml, x, AML_PROTO_RNDV);
     if (!m)
         return AML_ERR_NOMEM;
     memset(&mp, 0, sizeof(mp));
@@ -42,18 +45,13 @@ int aml_rndv_send(aml_t * aml, const aml_xfer_t * x)
     }
     aml_pkt_init(aml, &d->u.pkt, AML_PKT_RNDV_SCOUT, x->peer);
     d->u.pkt.proto = AML_PROTO_RNDV;
-    d->u.pkt.handler = (uint16_t) x->handler;
-    d->u.pkt.uhdr_len = (uint32_t) x->uhdr_len;
     d->u.pkt.msg_len = x->len;
     d->u.pkt.msg_id = aml->next_msg_id++;
     d->u.pkt.addr = (uintptr_t) x->data;
-    d->u.pkt.cntr = (uintptr_t) x->tgt_cntr;
     d->u.pkt.aux0 = rkey_len;
+    aml_pkt_set_first(d, x, false);     /* DONE follows target completion */
     d->peer = x->peer;
     d->msg = m;
-    d->hdr_len = sizeof(aml_pkt_t) + x->uhdr_len;
-    if (x->uhdr_len)
-        memcpy(AML_SDESC_PAYLOAD(d), x->uhdr, x->uhdr_len);
 
     /* events: the scout's send, the DONE (both gate buffer reuse), plus the guard */
     m->pending += 2;
@@ -93,23 +91,28 @@ static void get_cb(void *request, ucs_status_t status, void *user_data)
     aml->in_dispatch--;
 }
 
+/* The data movement of r starts (either variant): it counts as arriving, and lands in the
+ * handler's buffer, or a bounce buffer for an unpack handler. */
+void *aml_rndv_landing(aml_t * aml, aml_rmsg_t * r)
+{
+    aml->peers[r->src].rx_incomplete++;
+    aml->rx_busy++;
+    if (r->recv.buf)
+        return r->recv.buf;
+    r->bounce = malloc(r->len);
+    if (!r->bounce)
+        aml_fatal(aml, "out of memory for a %zu-byte bounce buffer", r->len);
+    return r->bounce;
+}
+
 /* Starts the pull of r into the landing its handler (or aml_accept) chose. */
 static void rndv_pull(aml_t * aml, aml_rmsg_t * r)
 {
     aml_peer_t *p = &aml->peers[r->src];
     ucp_request_param_t param;
     ucs_status_ptr_t req;
-    void *dst;
+    void *dst = aml_rndv_landing(aml, r);
 
-    p->rx_incomplete++;
-    aml->rx_busy++;
-    if (r->recv.buf) {
-        dst = r->recv.buf;
-    } else {
-        dst = r->bounce = malloc(r->len);
-        if (!dst)
-            aml_fatal(aml, "out of memory for a %zu-byte bounce buffer", r->len);
-    }
     memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = get_cb;
@@ -129,9 +132,11 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     aml_peer_t *p = &aml->peers[pkt->src];
     aml_rmsg_t *r;
 
+    bool put = pkt->flags & AML_PKTF_PUT;
+
     if (pkt->msg_len == 0)
         aml_fatal_pkt(aml, pkt, "rendezvous for an empty message");
-    if (pkt->aux0 == 0 || pkt->aux0 > AML_RKEY_MAX || pkt->aux0 != len)
+    if (put ? pkt->aux0 || len : (pkt->aux0 == 0 || pkt->aux0 > AML_RKEY_MAX || pkt->aux0 != len))
         aml_fatal_pkt(aml, pkt, "rkey of %zu bytes, header says %llu", len,
                       (unsigned long long) pkt->aux0);
     if (pkt->addr + pkt->msg_len < pkt->addr)
@@ -146,31 +151,33 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     r->len = pkt->msg_len;
     r->src_addr = pkt->addr;
     r->tgt_cntr = aml_check_cntr(aml, pkt);
-    if (ucp_ep_rkey_unpack(p->ep, data, &r->rkey) != UCS_OK)
+    r->put = put;
+    if (!put && ucp_ep_rkey_unpack(p->ep, data, &r->rkey) != UCS_OK)
         aml_fatal_pkt(aml, pkt, "rkey does not unpack");
     aml_call_handler(aml, pkt, h, uhdr, NULL, &r->recv, r);
     if (r->recv.defer) {
-        r->deferred = true;
-        r->dnext = aml->deferred;
-        if (aml->deferred)
-            aml->deferred->dprev = r;
-        aml->deferred = r;
+        aml_defer_add(aml, r);
         return;
     }
-    rndv_pull(aml, r);
+    if (put)
+        aml_rndv_put_ready(aml, r);
+    else
+        rndv_pull(aml, r);
+}
+
+/* A message whose handler deferred its landing (rendezvous or adaptive eager). */
+void aml_defer_add(aml_t * aml, aml_rmsg_t * r)
+{
+    r->deferred = true;
+    aml_htab_put(&aml->deferred, &r->dh, (uintptr_t) r);
 }
 
 static int undefer(aml_t * aml, aml_rmsg_t * r)
 {
-    if (!aml || !r || !r->deferred)
+    /* a stale or foreign handle is not in the table: nothing is read through it */
+    if (!aml || !r || !aml_htab_del(&aml->deferred, (uintptr_t) r))
         return AML_ERR_INVAL;
     r->deferred = false;
-    if (r->dprev)
-        r->dprev->dnext = r->dnext;
-    else
-        aml->deferred = r->dnext;
-    if (r->dnext)
-        r->dnext->dprev = r->dprev;
     return AML_OK;
 }
 
@@ -180,8 +187,13 @@ int aml_accept(aml_t * aml, aml_msg_t * msg, const aml_recv_t * recv)
         return AML_ERR_INVAL;
     if (undefer(aml, msg) != AML_OK)
         return AML_ERR_INVAL;
+    if (msg->type == AML_PKT_ADAPT_FIRST)
+        return aml_adaptive_accept(aml, msg, recv);
     msg->recv = *recv;
-    rndv_pull(aml, msg);
+    if (msg->put)
+        aml_rndv_put_ready(aml, msg);
+    else
+        rndv_pull(aml, msg);
     return AML_OK;
 }
 
@@ -189,21 +201,33 @@ int aml_reject(aml_t * aml, aml_msg_t * msg)
 {
     if (undefer(aml, msg) != AML_OK)
         return AML_ERR_INVAL;
-    ucp_rkey_destroy(msg->rkey);
+    if (msg->type == AML_PKT_ADAPT_FIRST)
+        return aml_adaptive_reject(aml, msg);
+    if (msg->rkey)
+        ucp_rkey_destroy(msg->rkey);
     if (aml_send_ctrl(aml, msg->src, AML_PKT_RNDV_DONE, msg->msg_id, 0) != AML_OK)
         aml_fatal(aml, "cannot send RNDV_DONE to rank %d", msg->src);
     free(msg);
     return AML_OK;
 }
 
-/* At finalize: messages nobody received (an erroneous program) are dropped. */
+/* At finalize: rendezvous messages nobody received (an erroneous program) are dropped; their
+ * rkeys go before the endpoints. Deferred adaptive messages stay in aml->adapt_rx, which
+ * aml_adaptive_free_all empties. */
 void aml_rndv_free_deferred(aml_t * aml)
 {
-    while (aml->deferred) {
-        aml_rmsg_t *r = aml->deferred;
-        aml->deferred = r->dnext;
-        ucp_rkey_destroy(r->rkey);
-        free(r);
+    for (size_t i = 0; aml->deferred.b && i < aml->deferred.nb; i++) {
+        while (aml->deferred.b[i]) {
+            aml_rmsg_t *r = AML_CONTAINER(aml->deferred.b[i], aml_rmsg_t, dh);
+            aml->deferred.b[i] = r->dh.next;
+            aml->deferred.count--;
+            r->deferred = false;
+            if (r->type == AML_PKT_ADAPT_FIRST)
+                continue;
+            if (r->rkey)
+                ucp_rkey_destroy(r->rkey);
+            free(r);
+        }
     }
 }
 
@@ -215,6 +239,10 @@ void aml_rndv_recv_done(aml_t * aml, const aml_pkt_t * pkt)
     if (!m || m->peer != (int) pkt->src || m->proto != AML_PROTO_RNDV)
         aml_fatal_pkt(aml, pkt, "no rendezvous message %llu is waiting for this peer",
                       (unsigned long long) pkt->msg_id);
+    if (m->put_state != AML_PUT_NONE) {
+        aml_rndv_put_recv_done(aml, pkt, m);
+        return;
+    }
     aml_htab_del(&aml->waits, pkt->msg_id);
     aml_cntr_incr(m->cmpl_cntr);
     aml_smsg_event_done(aml, m, true);

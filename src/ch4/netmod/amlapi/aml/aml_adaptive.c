@@ -1,0 +1,327 @@
+/*
+ * Adaptive eager protocol (seed 002 Table 1, "adaptive eager"): an eager message whose data
+ * packets carry no ordering requirement. BG/L sent them over adaptively routed links; here
+ * they are spread over the peer's lanes (several UCX endpoints, aml_config.lanes) and placed
+ * by offset, in whatever order they arrive.
+ *
+ * MPI order is kept because the first packet (packet header, user header and first chunk)
+ * is sequenced like every other aml packet: header handlers still run in the sender's order.
+ * Data packets may overtake it; they are held in a staging buffer until the handler has
+ * chosen the landing.
+ *
+ * Flow control: the receiver returns a TOKEN once a message no longer holds receiver memory
+ * (it landed where its handler said, or an embedder that deferred it accepted or rejected
+ * it). A sender keeps at most aml_config.adaptive_credits unconfirmed adaptive messages per
+ * peer; without a credit, aml_xfer sends the message by rendezvous, so only its header waits
+ * at the receiver. This bounds the memory that unmatched eager data can take at a receiver
+ * flooded by many senders: credits x eager limit per sender.
+ */
+#include "aml_impl.h"
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rx_key(aml_t * aml, int src, uint64_t msg_id)
+{
+    return msg_id * (uint64_t) aml->size + (uint64_t) src;
+}
+
+/* Whether an adaptive message to peer may go now. Out of credits, poll once first (not from
+ * inside a handler): tokens for messages the peer already took may be waiting. */
+bool aml_adaptive_credit(aml_t * aml, int peer)
+{
+    aml_peer_t *p = &aml->peers[peer];
+    if (AML_LIKELY(p->adapt_out < aml->adaptive_credits))
+        return true;
+    aml_progress(aml);
+    return p->adapt_out < aml->adaptive_credits;
+}
+
+/* ---- sender --------------------------------------------------------------------------- */
+
+static void send_first(aml_t * aml, const aml_xfer_t * x, aml_smsg_t * m, uint64_t id,
+                       size_t first)
+{
+    aml_sdesc_t *d = aml_sdesc_get(aml);
+    int rc;
+    if (!d)
+        aml_fatal(aml, "out of memory sending to rank %d", x->peer);
+    aml_pkt_init(aml, &d->u.pkt, AML_PKT_ADAPT_FIRST, x->peer);
+    d->u.pkt.proto = AML_PROTO_ADAPTIVE;
+    d->u.pkt.msg_len = x->len;
+    d->u.pkt.msg_id = id;
+    aml_pkt_set_first(d, x, x->cmpl_cntr != NULL);
+    d->peer = x->peer;
+    d->msg = m;
+    m->pending++;
+    m->org_pending++;
+    rc = aml_send_desc(aml, d, x->data, first);
+    if (rc != AML_OK)
+        aml_fatal(aml, "adaptive first packet to rank %d failed: %s", x->peer, aml_strerror(rc));
+}
+
+static void send_data(aml_t * aml, const aml_xfer_t * x, aml_smsg_t * m, uint64_t id,
+                      size_t off, size_t n)
+{
+    aml_peer_t *p = &aml->peers[x->peer];
+    aml_sdesc_t *d = aml_sdesc_get(aml);
+    int rc;
+    if (!d)
+        aml_fatal(aml, "out of memory sending to rank %d", x->peer);
+    aml_pkt_init(aml, &d->u.pkt, AML_PKT_ADAPT_DATA, x->peer);
+    d->u.pkt.proto = AML_PROTO_ADAPTIVE;
+    d->u.pkt.msg_len = x->len;
+    d->u.pkt.msg_id = id;
+    d->u.pkt.addr = off;
+    d->hdr_len = sizeof(aml_pkt_t);
+    d->peer = x->peer;
+    d->msg = m;
+    m->pending++;
+    m->org_pending++;
+    rc = aml_send_desc_lane(aml, d, aml_lane(aml, x->peer, p->next_lane++),
+                            (const char *) x->data + off, n);
+    if (rc != AML_OK)
+        aml_fatal(aml, "adaptive data packet to rank %d failed: %s", x->peer, aml_strerror(rc));
+}
+
+/* The caller checked aml_adaptive_credit. */
+int aml_adaptive_send(aml_t * aml, const aml_xfer_t * x)
+{
+    aml_peer_t *p = &aml->peers[x->peer];
+    aml_smsg_t *m = aml_smsg_new(aml, x, AML_PROTO_ADAPTIVE);
+    uint64_t id = aml->next_msg_id++;
+    size_t first, chunk = aml->packet_size - sizeof(aml_pkt_t), ndata;
+    bool reorder = aml->cfg.debug_reorder;
+
+    if (!m)
+        return AML_ERR_NOMEM;
+    first = aml->packet_size - sizeof(aml_pkt_t) - x->uhdr_len;
+    if (first > x->len)
+        first = x->len;
+    ndata = (x->len - first + chunk - 1) / chunk;
+    if (x->cmpl_cntr) {
+        m->pending++;   /* until the target's CMPL */
+        aml_htab_put(&aml->waits, &m->h, id);
+    }
+    aml->adapt_ids[(size_t) x->peer * aml->adaptive_credits + p->adapt_out++] = id;
+    aml_stat(aml, AML_PROTO_ADAPTIVE, x->len);
+
+    /* debug_reorder sends the data packets last to first, ahead of the first packet, so the
+     * receiver's out-of-order paths run */
+    if (!reorder)
+        send_first(aml, x, m, id, first);
+    for (size_t i = 0; i < ndata; i++) {
+        size_t off = first + (reorder ? ndata - 1 - i : i) * chunk;
+        send_data(aml, x, m, id, off, x->len - off < chunk ? x->len - off : chunk);
+    }
+    if (reorder)
+        send_first(aml, x, m, id, first);
+    aml_smsg_event_done(aml, m, true);  /* drop the guard */
+    return AML_OK;
+}
+
+void aml_adaptive_recv_token(aml_t * aml, const aml_pkt_t * pkt)
+{
+    aml_peer_t *p = &aml->peers[pkt->src];
+    uint64_t *ids = aml->adapt_ids + (size_t) pkt->src * aml->adaptive_credits;
+    for (int i = 0; i < p->adapt_out; i++) {
+        if (ids[i] == pkt->msg_id) {
+            ids[i] = ids[--p->adapt_out];
+            return;
+        }
+    }
+    aml_fatal_pkt(aml, pkt, "token for message %llu, which is no unconfirmed adaptive message",
+                  (unsigned long long) pkt->msg_id);
+}
+
+/* ---- receiver ------------------------------------------------------------------------- */
+
+/* The message's data no longer takes receiver memory: tell the sender. */
+static void adaptive_release(aml_t * aml, aml_rmsg_t * r)
+{
+    aml_htab_del(&aml->adapt_rx, rx_key(aml, r->src, r->msg_id));
+    aml->peers[r->src].adapt_in--;
+    if (aml_send_ctrl(aml, r->src, AML_PKT_ADAPT_TOKEN, r->msg_id, 0) != AML_OK)
+        aml_fatal(aml, "cannot send an adaptive token to rank %d", r->src);
+    free(r->bounce);
+    free(r);
+}
+
+/* All data is in and the landing is known: deliver (from the staging buffer when data came
+ * ahead of the landing, or the landing unpacks in order) and complete. */
+static void adaptive_land(aml_t * aml, aml_rmsg_t * r)
+{
+    if (r->bounce)
+        aml_deliver(aml, &r->recv, 0, r->bounce, r->len);
+    aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, r->want_cmpl, r->msg_id, false);
+    adaptive_release(aml, r);
+}
+
+/* Every byte arrived (and the first packet was handled). */
+static void adaptive_data_done(aml_t * aml, aml_rmsg_t * r)
+{
+    r->data_done = true;
+    aml->rx_busy--;
+    if (--aml->peers[r->src].rx_incomplete == 0)
+        aml_sync_rx_idle(aml, r->src);
+    if (r->deferred)
+        return;         /* aml_accept or aml_reject finishes */
+    if (r->dropped)
+        adaptive_release(aml, r);
+    else
+        adaptive_land(aml, r);
+}
+
+static void ensure_bounce(aml_t * aml, aml_rmsg_t * r)
+{
+    if (!r->bounce && r->len) {
+        r->bounce = malloc(r->len);
+        if (!r->bounce)
+            aml_fatal(aml, "out of memory staging a %zu-byte adaptive message from rank %d",
+                      r->len, r->src);
+    }
+}
+
+/* The message's record, created by whichever of its packets comes first. */
+static aml_rmsg_t *adaptive_get(aml_t * aml, const aml_pkt_t * pkt)
+{
+    aml_hent_t *e = aml_htab_get(&aml->adapt_rx, rx_key(aml, (int) pkt->src, pkt->msg_id));
+    aml_peer_t *p = &aml->peers[pkt->src];
+    aml_rmsg_t *r;
+
+    if (e) {
+        r = AML_CONTAINER(e, aml_rmsg_t, h);
+        if (r->len != pkt->msg_len)
+            aml_fatal_pkt(aml, pkt, "adaptive message %llu of %llu bytes, earlier packets said "
+                          "%zu", (unsigned long long) pkt->msg_id,
+                          (unsigned long long) pkt->msg_len, r->len);
+        return r;
+    }
+    if (p->adapt_in >= aml->adaptive_credits)
+        aml_fatal_pkt(aml, pkt, "more than %d unconfirmed adaptive messages",
+                      aml->adaptive_credits);
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
+    r->aml = aml;
+    r->src = (int) pkt->src;
+    r->type = AML_PKT_ADAPT_FIRST;
+    r->msg_id = pkt->msg_id;
+    r->len = pkt->msg_len;
+    aml_htab_put(&aml->adapt_rx, &r->h, rx_key(aml, r->src, r->msg_id));
+    p->adapt_in++;
+    p->rx_incomplete++;
+    aml->rx_busy++;
+    return r;
+}
+
+/* Where a piece of data goes now: the landing buffer once it is known and final, else the
+ * staging buffer. */
+static void adaptive_put(aml_t * aml, aml_rmsg_t * r, size_t off, const void *data, size_t len)
+{
+    if (!len)
+        return;
+    if (r->have_first && !r->bounce && r->recv.buf) {
+        memcpy((char *) r->recv.buf + off, data, len);
+        return;
+    }
+    ensure_bounce(aml, r);
+    memcpy((char *) r->bounce + off, data, len);
+}
+
+void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                             const void *data, size_t len)
+{
+    const aml_handler_t *h = aml_check_handler(aml, pkt);
+    aml_rmsg_t *r;
+    bool direct = false;
+
+    /* user headers take at most half a packet, so a first chunk is never empty */
+    if (len > pkt->msg_len || (len == 0 && pkt->msg_len != 0))
+        aml_fatal_pkt(aml, pkt, "first chunk of %zu bytes for a %llu-byte message", len,
+                      (unsigned long long) pkt->msg_len);
+    if (pkt->addr != 0)
+        aml_fatal_pkt(aml, pkt, "first chunk at offset %llu", (unsigned long long) pkt->addr);
+    r = adaptive_get(aml, pkt);
+    if (r->have_first)
+        aml_fatal_pkt(aml, pkt, "second first packet of adaptive message %llu",
+                      (unsigned long long) pkt->msg_id);
+    if (len > r->len - r->received)
+        aml_fatal_pkt(aml, pkt, "first chunk of %zu bytes overruns the %zu-byte message", len,
+                      r->len);
+    r->tgt_cntr = aml_check_cntr(aml, pkt);
+    r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
+    aml_call_handler(aml, pkt, h, uhdr, len == r->len ? data : NULL, &r->recv, r);
+    r->have_first = true;
+    if (r->recv.defer) {
+        /* nobody wants it yet: aml keeps the data (this is what credits bound) */
+        ensure_bounce(aml, r);
+        aml_defer_add(aml, r);
+    } else if (!r->recv.buf && !r->bounce) {
+        if (len == r->len) {
+            /* all in hand: unpack it now (or the handler consumed it) */
+            aml_deliver(aml, &r->recv, 0, data, len);
+            direct = true;
+        } else {
+            ensure_bounce(aml, r);      /* unpack wants the pieces in order */
+        }
+    }
+    if (!direct)
+        adaptive_put(aml, r, 0, data, len);
+    r->received += len;
+    if (r->received == r->len)
+        adaptive_data_done(aml, r);
+}
+
+void aml_adaptive_recv_data(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr_bytes,
+                            size_t uhdr_avail, const void *data, size_t len)
+{
+    aml_rmsg_t *r;
+    if (uhdr_avail || pkt->uhdr_len)
+        aml_fatal_pkt(aml, pkt, "data packet carries %zu user-header bytes", uhdr_avail);
+    if (len == 0 || pkt->msg_len == 0 || pkt->addr >= pkt->msg_len ||
+        len > pkt->msg_len - pkt->addr)
+        aml_fatal_pkt(aml, pkt, "chunk of %zu bytes at offset %llu overruns the %llu-byte "
+                      "message", len, (unsigned long long) pkt->addr,
+                      (unsigned long long) pkt->msg_len);
+    r = adaptive_get(aml, pkt);
+    if (len > r->len - r->received)
+        aml_fatal_pkt(aml, pkt, "adaptive message %llu receives more than its %zu bytes",
+                      (unsigned long long) pkt->msg_id, r->len);
+    adaptive_put(aml, r, pkt->addr, data, len);
+    r->received += len;
+    if (r->have_first && r->received == r->len)
+        adaptive_data_done(aml, r);
+}
+
+/* aml_accept of a deferred adaptive message (already out of aml->deferred) */
+int aml_adaptive_accept(aml_t * aml, aml_rmsg_t * r, const aml_recv_t * recv)
+{
+    r->recv = *recv;
+    if (r->data_done)
+        adaptive_land(aml, r);
+    /* else the data keeps arriving into the staging buffer; adaptive_data_done lands it */
+    return AML_OK;
+}
+
+int aml_adaptive_reject(aml_t * aml, aml_rmsg_t * r)
+{
+    if (r->data_done)
+        adaptive_release(aml, r);
+    else
+        r->dropped = true;
+    return AML_OK;
+}
+
+/* At finalize: adaptive messages that never completed (an erroneous or aborted program). */
+void aml_adaptive_free_all(aml_t * aml)
+{
+    for (size_t i = 0; aml->adapt_rx.b && i < aml->adapt_rx.nb; i++) {
+        while (aml->adapt_rx.b[i]) {
+            aml_rmsg_t *r = AML_CONTAINER(aml->adapt_rx.b[i], aml_rmsg_t, h);
+            aml->adapt_rx.b[i] = r->h.next;
+            free(r->bounce);
+            free(r);
+        }
+    }
+    aml->adapt_rx.count = 0;
+}

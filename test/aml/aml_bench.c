@@ -1,0 +1,146 @@
+/*
+ * The aml message layer alone, measured like the MPI benchmark (test/bench/ambench.c), so
+ * maint/bench can put raw UCX (ucx_perftest), aml and MPI over aml side by side (seed 000
+ * Fig. 10: what each layer adds).
+ *
+ *   aml_bench latency|bw [-s SIZES] [-i ITERS] [-p PROTOCOL]
+ *
+ * Two forked ranks (test/aml/launch.c). latency: ping-pong, one-way time = round trip / 2, in
+ * microseconds. bw: windows of 64 messages rank 0 -> rank 1, then a 0-byte reply; MB/s
+ * (10^6 bytes). Data lands where the header handler says (one receive buffer) and completion
+ * is seen through a target counter, LAPI style. Prints "SIZE VALUE" lines from rank 0.
+ * PROTOCOL: auto (default), eager, adaptive or rndv.
+ */
+#include "launch.h"
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define WINDOW 64
+#define MAX_SIZES 32
+
+static size_t sizes[MAX_SIZES];
+static int nsizes, iters_arg, is_bw, protocol = AML_PROTO_AUTO;
+static char *rbuf;
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int land(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    (void) aml;
+    (void) ctx;
+    recv->buf = info->msg_len ? rbuf : NULL;
+    return 0;
+}
+
+static void cfg_hook(aml_config_t * cfg)
+{
+    cfg->protocol = protocol;
+}
+
+static int body(rank_ctx_t * c)
+{
+    size_t max = 0;
+    aml_cntr_t tgt, org;
+    uintptr_t tgts[2];
+    char *sbuf;
+
+    for (int i = 0; i < nsizes; i++)
+        if (sizes[i] > max)
+            max = sizes[i];
+    sbuf = malloc(max + 1);
+    rbuf = malloc(max + 1);
+    CHECK(sbuf && rbuf, "malloc");
+    memset(sbuf, 1, max + 1);
+    CHECK_OK(aml_register_handler(c->aml, 0, land, NULL));
+    CHECK_OK(aml_cntr_init(c->aml, &tgt, 0));
+    CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+    CHECK_OK(aml_address_init(c->aml, (uintptr_t) & tgt, tgts));
+    aml_cntr_t *peer_tgt = (aml_cntr_t *) tgts[1 - c->rank];
+    int peer = 1 - c->rank;
+
+    for (int k = 0; k < nsizes; k++) {
+        size_t n = sizes[k];
+        int iters = iters_arg ? iters_arg : is_bw ? (n <= 65536 ? 200 : 40) :
+            (n <= 65536 ? 5000 : n <= (1 << 20) ? 500 : 100);
+        int warm = iters / 10 + 1;
+        double t0 = 0;
+        CHECK_OK(aml_gfence(c->aml));
+        for (int it = 0; it < warm + iters; it++) {
+            if (it == warm)
+                t0 = now_us();
+            if (!is_bw) {
+                if (c->rank == 0) {
+                    CHECK_OK(aml_amsend(c->aml, peer, 0, NULL, 0, sbuf, n, peer_tgt, &org, NULL));
+                    CHECK_OK(aml_cntr_wait(c->aml, &tgt, 1));
+                    CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+                } else {
+                    CHECK_OK(aml_cntr_wait(c->aml, &tgt, 1));
+                    CHECK_OK(aml_amsend(c->aml, peer, 0, NULL, 0, sbuf, n, peer_tgt, &org, NULL));
+                    CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+                }
+            } else if (c->rank == 0) {
+                for (int w = 0; w < WINDOW; w++)
+                    CHECK_OK(aml_amsend(c->aml, peer, 0, NULL, 0, sbuf, n, peer_tgt, &org,
+                                        NULL));
+                CHECK_OK(aml_cntr_wait(c->aml, &org, WINDOW));
+                CHECK_OK(aml_cntr_wait(c->aml, &tgt, 1));
+            } else {
+                CHECK_OK(aml_cntr_wait(c->aml, &tgt, WINDOW));
+                CHECK_OK(aml_amsend(c->aml, peer, 0, NULL, 0, NULL, 0, peer_tgt, NULL, NULL));
+            }
+        }
+        double us = now_us() - t0;
+        if (c->rank == 0) {
+            if (is_bw)
+                printf("%zu %.2f\n", n, (double) n * WINDOW * iters / us);
+            else
+                printf("%zu %.3f\n", n, us / iters / 2);
+            fflush(stdout);
+        }
+    }
+    CHECK_OK(aml_gfence(c->aml));
+    free(sbuf);
+    free(rbuf);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *sz = "1,8,64,512,4096,16384,65536,262144,1048576,4194304";
+    if (argc < 2 || (strcmp(argv[1], "latency") && strcmp(argv[1], "bw"))) {
+        fprintf(stderr, "usage: aml_bench latency|bw [-s SIZES] [-i ITERS] "
+                "[-p auto|eager|adaptive|rndv]\n");
+        return 2;
+    }
+    is_bw = !strcmp(argv[1], "bw");
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-s"))
+            sz = argv[i + 1];
+        else if (!strcmp(argv[i], "-i"))
+            iters_arg = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-p")) {
+            const char *p = argv[i + 1];
+            protocol = !strcmp(p, "eager") ? AML_PROTO_EAGER : !strcmp(p, "rndv") ?
+                AML_PROTO_RNDV : !strcmp(p, "adaptive") ? AML_PROTO_ADAPTIVE : AML_PROTO_AUTO;
+        } else {
+            fprintf(stderr, "aml_bench: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    for (const char *p = sz; *p && nsizes < MAX_SIZES; nsizes++) {
+        char *end;
+        sizes[nsizes] = strtoull(p, &end, 10);
+        if (end == p) {
+            fprintf(stderr, "aml_bench: bad size list %s\n", sz);
+            return 2;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return launch(2, body, cfg_hook, 600, -1, NULL);
+}

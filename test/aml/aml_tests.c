@@ -906,6 +906,50 @@ static int t_adaptive_credits(rank_ctx_t * c)
     return 0;
 }
 
+/* an empty adaptive message, deferred, is accepted without a landing (MPI: a 0-byte receive
+ * with a NULL buffer matching an early arrival) and its credit comes back */
+static aml_msg_t *empty_msg;
+static int empty_done;
+
+static int empty_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    (void) aml;
+    (void) ctx;
+    if (!info->msg || info->msg_len || info->protocol != AML_PROTO_ADAPTIVE)
+        return 1;
+    empty_msg = info->msg;
+    recv->defer = 1;
+    return 0;
+}
+
+static void empty_compl(aml_t * aml, void *arg)
+{
+    (void) aml;
+    (void) arg;
+    empty_done++;
+}
+
+static int t_adaptive_empty(rank_ctx_t * c)
+{
+    CHECK_OK(aml_register_handler(c->aml, 5, empty_handler, NULL));
+    test_barrier(c);
+    if (c->rank == 0) {
+        CHECK_OK(aml_amsend(c->aml, 1, 5, NULL, 0, NULL, 0, NULL, NULL, NULL));
+        while (c->aml->peers[1].adapt_out != 0)
+            aml_progress(c->aml);
+    } else {
+        aml_recv_t r;
+        while (!empty_msg)
+            aml_progress(c->aml);
+        memset(&r, 0, sizeof(r));
+        r.compl_fn = empty_compl;
+        CHECK_OK(aml_accept(c->aml, empty_msg, &r));
+        CHECK(empty_done == 1, "completion handler ran %d times", empty_done);
+    }
+    CHECK_OK(aml_barrier(c->aml));
+    return 0;
+}
+
 /* interrupt mode: a receiver that armed the worker sleeps in poll() on the event fd and is
  * woken by the arrival (the sender waits 300 ms first); polling-mode workers have no fd */
 static int t_interrupt(rank_ctx_t * c)
@@ -980,6 +1024,7 @@ static const test_t tests[] = {
     {"sizes_no_adaptive", 2, t_sizes, no_adaptive},
     {"order_adaptive_reorder", 4, t_order, adaptive_reorder},
     {"adaptive_credits", 2, t_adaptive_credits, adaptive_credits},
+    {"adaptive_empty", 2, t_adaptive_empty, force_adaptive},
     {"interrupt", 2, t_interrupt, interrupt_mode},
     {"sizes_interrupt", 2, t_sizes, interrupt_mode},
     {"no_fd", 2, t_no_fd, NULL},

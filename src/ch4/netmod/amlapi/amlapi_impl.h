@@ -19,6 +19,8 @@ typedef struct {
     int interrupt;              /* progress mode interrupt: sleep on efd when idle */
     int efd;
     int idle;                   /* call MPIDI_AMLAPI_progress_idle after an empty blocking poll */
+    int coproc;                 /* progress mode coprocessor: MPICH's progress thread runs */
+    int coproc_sleeps;          /* ... and sleeps on efd when idle (app is SINGLE/FUNNELED) */
 } MPIDI_AMLAPI_global_t;
 
 extern MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
@@ -103,7 +105,10 @@ int MPIDI_AMLAPI_iprobe(int source, int tag, MPIR_Comm * comm, int context_offse
                         MPIR_Request ** message, MPI_Status * status);
 
 
+/* amlapi_progress.c: the progress modes */
+int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
 int MPIDI_AMLAPI_progress_idle(void);
+int MPIDI_AMLAPI_coproc_idle(void);
 
 void MPIDI_AMLAPI_fatal(const char *fmt, ...) __attribute__ ((format(printf, 1, 2), noreturn));
 

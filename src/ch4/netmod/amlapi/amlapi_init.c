@@ -48,8 +48,61 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Point-to-point protocol of the aml message layer: "auto" chooses per message by size
-        (one-packet, eager, rendezvous); "eager" and "rndv" force one protocol for every
-        message (testing and tuning).
+        and peer state (one-packet; adaptive eager while the peer has a credit, else
+        rendezvous; rendezvous above the eager limit); "eager", "adaptive" and "rndv" force
+        one protocol for every message (testing and tuning; "adaptive" still falls back to
+        rendezvous without a credit).
+
+    - name        : MPIR_CVAR_AMLAPI_RNDV_MODE
+      category    : CH4_AMLAPI
+      type        : string
+      default     : "get"
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        How rendezvous moves the data once the receiver knows where it lands. "get": the
+        receiver pulls it from the sender's buffer (ucp_get_nbx; one message fewer). "put":
+        the receiver sends its landing's address and key, the sender writes it (ucp_put_nbx)
+        and says so; for transports where remote reads are poor.
+
+    - name        : MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 32
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Adaptive eager flow control: a sender keeps at most this many adaptive eager messages
+        per peer that the receiver has not confirmed (a message is confirmed once it no
+        longer takes receiver memory: it was received, or matched a posted receive). Further
+        messages to that peer go by rendezvous, so a receiver flooded by many senders holds
+        at most credits x eager limit bytes of unexpected data per sender. 0 turns adaptive
+        eager off (ordered eager is used, and unexpected memory is unbounded). 0 to 1024.
+
+    - name        : MPIR_CVAR_AMLAPI_LANES
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        UCX endpoints per peer. Adaptive eager data packets carry no ordering and are spread
+        round robin over them (several rails or connections); everything else uses the first.
+        1 to 8.
+
+    - name        : MPIR_CVAR_AMLAPI_DEBUG_REORDER
+      category    : CH4_AMLAPI
+      type        : boolean
+      default     : false
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_MPIDEV_DETAIL
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Testing: adaptive eager data packets are sent last to first, ahead of their message's
+        first packet, so receivers exercise out-of-order placement.
 
     - name        : MPIR_CVAR_AMLAPI_PROGRESS_MODE
       category    : CH4_AMLAPI
@@ -62,8 +115,12 @@ cvars:
         How a blocked MPI call waits. "polling" spins on the UCX worker (lowest latency).
         "interrupt" polls once, and when nothing is pending arms the worker and sleeps on its
         event fd until a packet arrives (no spinning hysteresis), releasing MPICH's lock
-        meanwhile; MPI_Test and MPI_Iprobe never sleep. "coprocessor" (a progress thread)
-        is not supported yet and is rejected at MPI_Init.
+        meanwhile; MPI_Test and MPI_Iprobe never sleep. "coprocessor" adds a helper thread
+        (MPICH's progress thread, which this mode turns on; the thread level provided becomes
+        MPI_THREAD_MULTIPLE) that keeps aml progressing while the application computes, so
+        rendezvous transfers and completions go on between MPI calls (seed 002). When the
+        application asked for MPI_THREAD_SINGLE or FUNNELED the helper sleeps on the event fd
+        whenever nothing is pending; otherwise it polls. Blocked calls poll as in "polling".
 
     - name        : MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT
       category    : CH4_AMLAPI
@@ -93,9 +150,6 @@ cvars:
 */
 
 #include <stdarg.h>
-#include <poll.h>
-#include <sched.h>
-#include <hwloc.h>
 
 MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
 
@@ -110,45 +164,6 @@ void MPIDI_AMLAPI_fatal(const char *fmt, ...)
     va_end(ap);
     MPID_Abort(NULL, MPI_ERR_INTERN, 1, msg);
     abort();    /* MPID_Abort does not return */
-}
-
-/* Cores this process may run on (hwloc, allowed cores only); 0 when unknown. */
-static int allowed_cores(void)
-{
-    hwloc_topology_t topo;
-    int n = 0;
-    if (hwloc_topology_init(&topo) != 0)
-        return 0;
-    if (hwloc_topology_load(topo) == 0)
-        n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
-    hwloc_topology_destroy(topo);
-    return n > 0 ? n : 0;
-}
-
-/* A blocked MPI call found nothing to do (MPIDI_NM_progress with blocking set and an empty
- * poll). Interrupt mode: arm the worker and sleep on its event fd without MPICH's lock.
- * Polling mode on an oversubscribed node: give the CPU to the rank we are waiting for. */
-int MPIDI_AMLAPI_progress_idle(void)
-{
-    aml_t *aml = MPIDI_AMLAPI_global.aml;
-    if (MPIDI_AMLAPI_global.interrupt) {
-        struct pollfd p;
-        int rc = aml_arm(aml);
-        if (rc == AML_ERR_STATE)
-            return MPI_SUCCESS;         /* events pending: the next poll takes them */
-        if (rc != AML_OK)
-            MPIDI_AMLAPI_fatal("arming the UCX worker failed: %s", aml_strerror(rc));
-        p.fd = MPIDI_AMLAPI_global.efd;
-        p.events = POLLIN;
-        p.revents = 0;
-        MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-        (void) poll(&p, 1, MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT);
-        MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-        aml_progress(aml);
-    } else {
-        sched_yield();
-    }
-    return MPI_SUCCESS;
 }
 
 static void aml_fatal_cb(void *arg, const char *msg)
@@ -191,22 +206,44 @@ static int read_config(aml_config_t * cfg)
         cfg->protocol = AML_PROTO_EAGER;
     else if (!strcmp(p, "rndv"))
         cfg->protocol = AML_PROTO_RNDV;
+    else if (!strcmp(p, "adaptive"))
+        cfg->protocol = AML_PROTO_ADAPTIVE;
     else
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_PROTOCOL", "(use auto, eager or rndv)");
+                             "MPIR_CVAR_AMLAPI_PROTOCOL", "(use auto, eager, adaptive or rndv)");
+
+    if (MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS < 0 || MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS > 1024 ||
+        (MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS == 0 && cfg->protocol == AML_PROTO_ADAPTIVE)) {
+        snprintf(buf, sizeof(buf), "%d (must be 0..1024, and > 0 for protocol adaptive)",
+                 MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS", buf);
+    }
+    cfg->adaptive_credits = MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS;
+    if (MPIR_CVAR_AMLAPI_LANES < 1 || MPIR_CVAR_AMLAPI_LANES > 8) {
+        snprintf(buf, sizeof(buf), "%d (must be 1..8)", MPIR_CVAR_AMLAPI_LANES);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_LANES", buf);
+    }
+    cfg->lanes = MPIR_CVAR_AMLAPI_LANES;
+    cfg->debug_reorder = MPIR_CVAR_AMLAPI_DEBUG_REORDER;
+
+    const char *rm = MPIR_CVAR_AMLAPI_RNDV_MODE ? MPIR_CVAR_AMLAPI_RNDV_MODE : "get";
+    if (!strcmp(rm, "put"))
+        cfg->rndv_put = 1;
+    else if (strcmp(rm, "get"))
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_RNDV_MODE", "(use get or put)");
 
     const char *m = MPIR_CVAR_AMLAPI_PROGRESS_MODE ? MPIR_CVAR_AMLAPI_PROGRESS_MODE : "polling";
     if (!strcmp(m, "polling"))
         cfg->progress_mode = AML_PROGRESS_POLLING;
-    else if (!strcmp(m, "interrupt"))
-        cfg->progress_mode = AML_PROGRESS_INTERRUPT;
-    else if (!strcmp(m, "coprocessor"))
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_PROGRESS_MODE",
-                             "coprocessor (not supported yet; use polling or interrupt)");
+    else if (!strcmp(m, "interrupt") || !strcmp(m, "coprocessor"))
+        cfg->progress_mode = AML_PROGRESS_INTERRUPT;    /* both need the event fd */
     else
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_PROGRESS_MODE", "(use polling or interrupt)");
+                             "MPIR_CVAR_AMLAPI_PROGRESS_MODE",
+                             "(use polling, interrupt or coprocessor)");
 
     if (MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT < 1 || MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT > 1000) {
         snprintf(buf, sizeof(buf), "%d (must be 1..1000)", MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT);
@@ -237,17 +274,8 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
     rc = aml_init(&cfg, &MPIDI_AMLAPI_global.aml);
     MPIDI_AMLAPI_CHK(rc, "aml_init");
     MPIDI_AMLAPI_global.rank = MPIR_Process.rank;
-    MPIDI_AMLAPI_global.interrupt = cfg.progress_mode == AML_PROGRESS_INTERRUPT;
-    if (MPIDI_AMLAPI_global.interrupt) {
-        rc = aml_event_fd(MPIDI_AMLAPI_global.aml, &MPIDI_AMLAPI_global.efd);
-        MPIDI_AMLAPI_CHK(rc, "aml_event_fd");
-        MPIDI_AMLAPI_global.idle = 1;
-    } else if (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED >= 0) {
-        MPIDI_AMLAPI_global.idle = MPIR_CVAR_AMLAPI_OVERSUBSCRIBED;
-    } else {
-        int cores = allowed_cores();
-        MPIDI_AMLAPI_global.idle = cores > 0 && MPIR_Process.local_size > cores;
-    }
+    mpi_errno = MPIDI_AMLAPI_progress_init(&cfg);
+    MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_AMLAPI_am_init();
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_AMLAPI_p2p_init();
@@ -261,9 +289,14 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
         printf("max MPIDIG header: %ld\n", (long) MPIDI_AMLAPI_global.am_hdr_max);
         printf("eager limit: %ld\n", (long) MPIDI_AMLAPI_global.eager_limit);
         printf("protocol: %s\n", MPIR_CVAR_AMLAPI_PROTOCOL);
-        printf("progress: %s%s\n", MPIR_CVAR_AMLAPI_PROGRESS_MODE,
+        printf("adaptive eager credits: %d, lanes: %d\n", MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS,
+               MPIR_CVAR_AMLAPI_LANES);
+        printf("rendezvous: %s\n", MPIR_CVAR_AMLAPI_RNDV_MODE);
+        printf("progress: %s%s%s\n", MPIR_CVAR_AMLAPI_PROGRESS_MODE,
                !MPIDI_AMLAPI_global.interrupt && MPIDI_AMLAPI_global.idle ?
-               " (oversubscribed: idle polls yield)" : "");
+               " (oversubscribed: idle polls yield)" : "",
+               MPIDI_AMLAPI_global.coproc_sleeps ? " (helper sleeps when idle)" :
+               MPIDI_AMLAPI_global.coproc ? " (helper polls)" : "");
         printf("=======================\n");
     }
   fn_exit:

@@ -57,8 +57,10 @@ typedef struct MPIDI_AMLAPI_ue {
     MPIDI_AMLAPI_p2p_hdr_t hdr;
     int world_src;
     MPI_Aint len;
-    void *buf;                  /* eager data; NULL for rendezvous */
-    aml_msg_t *rndv;            /* deferred rendezvous */
+    MPI_Aint held;              /* data bytes held at this receiver (0 for rendezvous) */
+    int protocol;               /* aml_proto_t it came by */
+    void *buf;                  /* one-packet/eager data; NULL when deferred */
+    aml_msg_t *deferred;        /* rendezvous or adaptive eager, landing deferred in aml */
     int complete;               /* all eager data arrived */
     int queued;                 /* in the unexpected queue */
     MPIR_Request *rreq;         /* receive that matched it while its data still arrives */
@@ -141,7 +143,7 @@ static void ue_enqueue(MPIDI_AMLAPI_ue_t * ue)
     p2p.ue_tail = ue;
     ue->queued = 1;
     pv_ue_msgs++;
-    pv_ue_bytes += ue->len;
+    pv_ue_bytes += ue->held;
     if (pv_ue_msgs > pv_ue_msgs_max)
         pv_ue_msgs_max = pv_ue_msgs;
     if (pv_ue_bytes > pv_ue_bytes_max)
@@ -160,7 +162,7 @@ static void ue_dequeue(MPIDI_AMLAPI_ue_t * ue)
         p2p.ue_tail = ue->prev;
     ue->queued = 0;
     pv_ue_msgs--;
-    pv_ue_bytes -= ue->len;
+    pv_ue_bytes -= ue->held;
 }
 
 static MPIDI_AMLAPI_ue_t *ue_find(int rank, int tag, int context_id)
@@ -331,7 +333,7 @@ static int p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_
             return 0;
         }
         recv_landing(rreq, info->msg_len, recv);
-        if (info->msg)
+        if (info->protocol == AML_PROTO_RNDV)
             pv_rndv_recvd++;
         return 0;
     }
@@ -346,12 +348,16 @@ static int p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_
     ue->hdr = h;
     ue->world_src = info->src;
     ue->len = info->msg_len;
+    ue->held = info->protocol == AML_PROTO_RNDV ? 0 : info->msg_len;
+    ue->protocol = info->protocol;
     ue->buf = info->msg ? NULL : (void *) (ue + 1);
-    ue->rndv = NULL;
+    ue->deferred = NULL;
     ue->rreq = NULL;
     ue->complete = 0;
     if (info->msg) {
-        ue->rndv = info->msg;
+        /* rendezvous: only the envelope waits here; adaptive eager: aml holds the data, and
+         * the sender's credit with it, until the receive that matches takes it */
+        ue->deferred = info->msg;
         ue->complete = 1;
         recv->defer = 1;
     } else if (info->data) {
@@ -408,8 +414,8 @@ static int ctrl_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml
                      * arriving stays: it will be received) */
                     if (ue->complete) {
                         ue_dequeue(ue);
-                        if (ue->rndv)
-                            aml_reject(MPIDI_AMLAPI_global.aml, ue->rndv);
+                        if (ue->deferred)
+                            aml_reject(MPIDI_AMLAPI_global.aml, ue->deferred);
                         MPL_free(ue);
                         done = 1;
                     }
@@ -571,12 +577,13 @@ static void recv_from_ue(MPIR_Request * rreq, MPIDI_AMLAPI_ue_t * ue)
 {
     if (ue->hdr.flags & MPIDI_AMLAPI_P2P_SYNC)
         send_ctrl(ue->world_src, MPIDI_AMLAPI_CTRL_SYNC_ACK, 0, ue->hdr.msg_id);
-    if (ue->rndv) {
+    if (ue->deferred) {
         aml_recv_t r;
         int rc;
         recv_landing(rreq, ue->len, &r);
-        pv_rndv_recvd++;
-        rc = aml_accept(MPIDI_AMLAPI_global.aml, ue->rndv, &r);
+        if (ue->protocol == AML_PROTO_RNDV)
+            pv_rndv_recvd++;
+        rc = aml_accept(MPIDI_AMLAPI_global.aml, ue->deferred, &r);
         if (rc != AML_OK)
             MPIDI_AMLAPI_fatal("aml_accept failed: %s", aml_strerror(rc));
         MPL_free(ue);
@@ -738,9 +745,10 @@ static void pv_proto_value(void *addr, void *obj, int count, void *buf)
     *(unsigned long long *) buf = (unsigned long long) v;
 }
 
-static int pv_proto_keys[6] = {
-    AML_PROTO_ONEPACKET, AML_PROTO_EAGER, AML_PROTO_RNDV,
-    (1 << 8) | AML_PROTO_ONEPACKET, (1 << 8) | AML_PROTO_EAGER, (1 << 8) | AML_PROTO_RNDV
+static int pv_proto_keys[8] = {
+    AML_PROTO_ONEPACKET, AML_PROTO_EAGER, AML_PROTO_ADAPTIVE, AML_PROTO_RNDV,
+    (1 << 8) | AML_PROTO_ONEPACKET, (1 << 8) | AML_PROTO_EAGER, (1 << 8) | AML_PROTO_ADAPTIVE,
+    (1 << 8) | AML_PROTO_RNDV
 };
 
 #define PV_FLAGS (MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS)
@@ -752,8 +760,8 @@ static int pv_proto_keys[6] = {
 int MPIDI_AMLAPI_p2p_init(void)
 {
     int mpi_errno = MPI_SUCCESS, rc;
-    static const char *const proto[3] = { "onepacket", "eager", "rndv" };
-    static char names[6][48];
+    static const char *const proto[4] = { "onepacket", "eager", "adaptive", "rndv" };
+    static char names[8][48];
 
     int64_t onepacket, forced;
     memset(&p2p, 0, sizeof(p2p));
@@ -773,22 +781,22 @@ int MPIDI_AMLAPI_p2p_init(void)
         goto fn_exit;
     registered = 1;
     MPIR_T_cat_add_desc("AMLAPI", "amlapi netmod: the aml message layer and its MPI matching");
-    for (int i = 0; i < 6; i++) {
-        snprintf(names[i], sizeof(names[i]), "amlapi_%s_%s", i < 3 ? "msgs" : "bytes",
-                 proto[i % 3]);
+    for (int i = 0; i < 8; i++) {
+        snprintf(names[i], sizeof(names[i]), "amlapi_%s_%s", i < 4 ? "msgs" : "bytes",
+                 proto[i % 4]);
         PV_REG(MPI_T_PVAR_CLASS_COUNTER, names[i], &pv_proto_keys[i], pv_proto_value,
-               i < 3 ? "messages sent with this aml protocol (MPI and MPICH active messages)"
+               i < 4 ? "messages sent with this aml protocol (MPI and MPICH active messages)"
                : "data bytes sent with this aml protocol (MPI and MPICH active messages)");
     }
     PV_REG(MPI_T_PVAR_CLASS_LEVEL, "amlapi_unexpected_msgs", &pv_ue_msgs, NULL,
            "MPI messages in the unexpected (early-arrival) queue");
     PV_REG(MPI_T_PVAR_CLASS_LEVEL, "amlapi_unexpected_bytes", &pv_ue_bytes, NULL,
-           "data bytes of the MPI messages in the unexpected queue (rendezvous data stays at "
-           "the sender and is counted here, though not held)");
+           "data bytes this receiver holds for the MPI messages in the unexpected queue "
+           "(rendezvous data stays at the sender and is not counted)");
     PV_REG(MPI_T_PVAR_CLASS_LEVEL, "amlapi_unexpected_msgs_max", &pv_ue_msgs_max, NULL,
            "high-water mark of the unexpected-queue length since MPI_Init");
     PV_REG(MPI_T_PVAR_CLASS_LEVEL, "amlapi_unexpected_bytes_max", &pv_ue_bytes_max, NULL,
-           "high-water mark of the unexpected-queue data bytes since MPI_Init");
+           "high-water mark of amlapi_unexpected_bytes since MPI_Init");
     PV_REG(MPI_T_PVAR_CLASS_LEVEL, "amlapi_posted_recvs", &pv_posted, NULL,
            "receives in the posted queue");
     PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_rndv_recvd", &pv_rndv_recvd, NULL,

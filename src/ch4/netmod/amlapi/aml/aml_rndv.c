@@ -183,7 +183,10 @@ static int undefer(aml_t * aml, aml_rmsg_t * r)
 
 int aml_accept(aml_t * aml, aml_msg_t * msg, const aml_recv_t * recv)
 {
-    if (!recv || (!recv->buf && !recv->unpack) || recv->defer)
+    /* the handle is looked up before anything is read through it; an empty message needs no
+     * landing */
+    if (!aml || !msg || !recv || recv->defer || !aml_htab_get(&aml->deferred, (uintptr_t) msg) ||
+        (!recv->buf && !recv->unpack && msg->len))
         return AML_ERR_INVAL;
     if (undefer(aml, msg) != AML_OK)
         return AML_ERR_INVAL;

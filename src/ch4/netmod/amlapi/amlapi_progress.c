@@ -1,0 +1,140 @@
+/*
+ * amlapi netmod: the progress modes (seed 000 §6.1, seed 002), chosen by
+ * MPIR_CVAR_AMLAPI_PROGRESS_MODE:
+ *   polling     - blocked calls spin on aml_progress; on an oversubscribed node an empty poll
+ *                 gives up the CPU (sched_yield);
+ *   interrupt   - a blocked call that found nothing arms the UCX worker and sleeps on its
+ *                 event fd without MPICH's lock (no hysteresis);
+ *   coprocessor - a helper thread keeps aml progressing while the application computes. The
+ *                 helper is MPICH's own progress thread (MPIR_CVAR_ASYNC_PROGRESS), which
+ *                 MPICH starts after MPID_Init and stops first in MPI_Finalize, before it
+ *                 drops its locks: turning it on here keeps that ordering. When the
+ *                 application asked for SINGLE or FUNNELED, no other thread than the main one
+ *                 makes MPI calls, so an empty poll from another thread is the helper's, and
+ *                 it sleeps on the event fd like the interrupt mode instead of spinning.
+ */
+
+#include "mpidimpl.h"
+#include "amlapi_impl.h"
+#include <poll.h>
+#include <sched.h>
+#include <hwloc.h>
+
+/* Cores this process may run on (hwloc, allowed cores only); 0 when unknown. */
+static int allowed_cores(void)
+{
+    hwloc_topology_t topo;
+    int n = 0;
+    if (hwloc_topology_init(&topo) != 0)
+        return 0;
+    if (hwloc_topology_load(topo) == 0)
+        n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_topology_destroy(topo);
+    return n > 0 ? n : 0;
+}
+
+static unsigned long long pv_coproc_sleeps, pv_coproc_events;
+
+/* Arms the worker and sleeps on its event fd without MPICH's lock, until something arrives
+ * or MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT passes. Returns the events handled on waking. */
+static int sleep_on_fd(void)
+{
+    aml_t *aml = MPIDI_AMLAPI_global.aml;
+    struct pollfd p;
+    int rc = aml_arm(aml);
+    if (rc == AML_ERR_STATE)
+        return 0;       /* events pending: the next poll takes them */
+    if (rc != AML_OK)
+        MPIDI_AMLAPI_fatal("arming the UCX worker failed: %s", aml_strerror(rc));
+    p.fd = MPIDI_AMLAPI_global.efd;
+    p.events = POLLIN;
+    p.revents = 0;
+    MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+    (void) poll(&p, 1, MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT);
+    MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+    return aml_progress(aml);
+}
+
+/* A blocked MPI call found nothing to do (MPIDI_NM_progress with blocking set and an empty
+ * poll). Interrupt mode: sleep on the event fd. Polling mode on an oversubscribed node: give
+ * the CPU to the rank we are waiting for. */
+int MPIDI_AMLAPI_progress_idle(void)
+{
+    if (MPIDI_AMLAPI_global.interrupt)
+        sleep_on_fd();
+    else
+        sched_yield();
+    return MPI_SUCCESS;
+}
+
+/* Coprocessor mode: an empty nonblocking poll. On the helper thread (any thread but the main
+ * one, see the top of this file) sleep until the next arrival; counted in pvars. */
+int MPIDI_AMLAPI_coproc_idle(void)
+{
+    MPID_Thread_id_t self;
+    int same;
+    MPID_Thread_self(&self);
+    MPID_Thread_same(&self, &MPIR_ThreadInfo.main_thread, &same);
+    if (same)
+        return MPI_SUCCESS;
+    pv_coproc_sleeps++;
+    pv_coproc_events += sleep_on_fd();
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg)
+{
+    int mpi_errno = MPI_SUCCESS, rc;
+    const char *m = MPIR_CVAR_AMLAPI_PROGRESS_MODE ? MPIR_CVAR_AMLAPI_PROGRESS_MODE : "polling";
+    static int registered;
+
+    MPIDI_AMLAPI_global.coproc = !strcmp(m, "coprocessor");
+    MPIDI_AMLAPI_global.interrupt = !MPIDI_AMLAPI_global.coproc &&
+        cfg->progress_mode == AML_PROGRESS_INTERRUPT;
+    if (cfg->progress_mode == AML_PROGRESS_INTERRUPT) {
+        rc = aml_event_fd(MPIDI_AMLAPI_global.aml, &MPIDI_AMLAPI_global.efd);
+        MPIDI_AMLAPI_CHK(rc, "aml_event_fd");
+    }
+    if (MPIDI_AMLAPI_global.interrupt) {
+        MPIDI_AMLAPI_global.idle = 1;
+    } else if (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED >= 0) {
+        MPIDI_AMLAPI_global.idle = MPIR_CVAR_AMLAPI_OVERSUBSCRIBED;
+    } else {
+        int cores = allowed_cores();
+        MPIDI_AMLAPI_global.idle = cores > 0 && MPIR_Process.local_size > cores;
+    }
+    if (MPIDI_AMLAPI_global.coproc) {
+        /* MPID_Init was handed &MPIR_ThreadInfo.thread_provided and set it to the level the
+         * application asked for; MPICH starts its progress thread after MPID_Init when
+         * MPIR_CVAR_ASYNC_PROGRESS is set and the level is MULTIPLE (MPI lets the provided
+         * level exceed the requested one). */
+        MPIDI_AMLAPI_global.coproc_sleeps =
+            MPIR_ThreadInfo.thread_provided <= MPI_THREAD_FUNNELED;
+        MPIR_CVAR_ASYNC_PROGRESS = 1;
+        MPIR_ThreadInfo.thread_provided = MPI_THREAD_MULTIPLE;
+    }
+    if (!registered) {
+        registered = 1;
+        MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                                  "amlapi_coproc_sleeps", &pv_coproc_sleeps, 1, MPI_T_ENUM_NULL,
+                                  MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
+                                  MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                                  NULL, NULL, "AMLAPI",
+                                  "coprocessor mode: times the helper thread slept on the UCX "
+                                  "event fd");
+        MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                                  "amlapi_coproc_events", &pv_coproc_events, 1, MPI_T_ENUM_NULL,
+                                  MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
+                                  MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                                  NULL, NULL, "AMLAPI",
+                                  "coprocessor mode: transport events the helper thread handled "
+                                  "on waking (arrivals, completions) while the application was "
+                                  "elsewhere; counted where the helper can be told apart from "
+                                  "application threads (MPI_THREAD_SINGLE or FUNNELED)");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+

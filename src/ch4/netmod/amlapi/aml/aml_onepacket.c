@@ -2,7 +2,9 @@
  * One-packet protocol (seed 002 Table 1): packet header, user header and data fit one
  * packet. The data is copied into the send descriptor, so the origin buffer is reusable when
  * aml_xfer returns ("completes at injection"); no request object, no allocation beyond the
- * descriptor free list on either side. The receiver's header handler sees the data in place
+ * descriptor free list on either side. The copy is what keeps this nonblocking: sending from
+ * the caller's buffer and waiting while UCX holds it (backpressure from a receiver that does
+ * not poll) blocked MPI_Isend, which MPICH's pt2pt/sendrecv3 catches; it saved ~3% at 8 KB. The receiver's header handler sees the data in place
  * and may consume it directly.
  */
 #include "aml_impl.h"

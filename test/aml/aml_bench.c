@@ -3,13 +3,13 @@
  * maint/bench can put raw UCX (ucx_perftest), aml and MPI over aml side by side (seed 000
  * Fig. 10: what each layer adds).
  *
- *   aml_bench latency|bw [-s SIZES] [-i ITERS] [-p PROTOCOL]
+ *   aml_bench latency|bw [-s SIZES] [-i ITERS] [-p PROTOCOL] [-r get|put|ucx]
  *
  * Two forked ranks (test/aml/launch.c). latency: ping-pong, one-way time = round trip / 2, in
  * microseconds. bw: windows of 64 messages rank 0 -> rank 1, then a 0-byte reply; MB/s
  * (10^6 bytes). Data lands where the header handler says (one receive buffer) and completion
  * is seen through a target counter, LAPI style. Prints "SIZE VALUE" lines from rank 0.
- * PROTOCOL: auto (default), eager, adaptive or rndv.
+ * PROTOCOL: auto (default), eager, adaptive or rndv; -r: how rendezvous moves data.
  */
 #include "launch.h"
 #include <stdint.h>
@@ -20,7 +20,7 @@
 #define MAX_SIZES 32
 
 static size_t sizes[MAX_SIZES];
-static int nsizes, iters_arg, is_bw, protocol = AML_PROTO_AUTO;
+static int nsizes, iters_arg, is_bw, protocol = AML_PROTO_AUTO, rndv_mode = -1;
 static char *rbuf;
 
 static double now_us(void)
@@ -41,6 +41,10 @@ static int land(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t 
 static void cfg_hook(aml_config_t * cfg)
 {
     cfg->protocol = protocol;
+    if (rndv_mode >= 0) {       /* -r given; else aml's default */
+        cfg->rndv_put = rndv_mode == 1;
+        cfg->rndv_ucx = rndv_mode == 2;
+    }
 }
 
 static int body(rank_ctx_t * c)
@@ -115,7 +119,7 @@ int main(int argc, char **argv)
     const char *sz = "1,8,64,512,4096,16384,65536,262144,1048576,4194304";
     if (argc < 2 || (strcmp(argv[1], "latency") && strcmp(argv[1], "bw"))) {
         fprintf(stderr, "usage: aml_bench latency|bw [-s SIZES] [-i ITERS] "
-                "[-p auto|eager|adaptive|rndv]\n");
+                "[-p auto|eager|adaptive|rndv] [-r get|put|ucx]\n");
         return 2;
     }
     is_bw = !strcmp(argv[1], "bw");
@@ -124,6 +128,8 @@ int main(int argc, char **argv)
             sz = argv[i + 1];
         else if (!strcmp(argv[i], "-i"))
             iters_arg = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-r"))
+            rndv_mode = !strcmp(argv[i + 1], "put") ? 1 : !strcmp(argv[i + 1], "ucx") ? 2 : 0;
         else if (!strcmp(argv[i], "-p")) {
             const char *p = argv[i + 1];
             protocol = !strcmp(p, "eager") ? AML_PROTO_EAGER : !strcmp(p, "rndv") ?

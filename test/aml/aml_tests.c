@@ -242,16 +242,29 @@ static void force_eager(aml_config_t * cfg)
 static void force_rndv(aml_config_t * cfg)
 {
     cfg->protocol = AML_PROTO_RNDV;
+    cfg->rndv_ucx = 0;  /* aml's own get-based rendezvous */
 }
 
 static void force_rndv_put(aml_config_t * cfg)
 {
     cfg->protocol = AML_PROTO_RNDV;
+    cfg->rndv_ucx = 0;
     cfg->rndv_put = 1;
+}
+
+static void force_rndv_ucx(aml_config_t * cfg)
+{
+    cfg->protocol = AML_PROTO_RNDV;
+}
+
+static void rndv_get(aml_config_t * cfg)
+{
+    cfg->rndv_ucx = 0;
 }
 
 static void rndv_put(aml_config_t * cfg)
 {
+    cfg->rndv_ucx = 0;
     cfg->rndv_put = 1;
 }
 
@@ -830,6 +843,7 @@ static void adaptive_credits(aml_config_t * cfg)
 {
     cfg->adaptive_credits = ACREDITS;
     cfg->lanes = 2;
+    cfg->eager_limit = 65536;   /* 30000-byte messages are adaptive */
 }
 
 static int t_adaptive_credits(rank_ctx_t * c)
@@ -1015,6 +1029,11 @@ static const test_t tests[] = {
     {"env", 2, t_env, NULL},
     {"defer", 2, t_defer, force_rndv},
     {"sizes_rndv_put", 2, t_sizes, force_rndv_put},
+    {"sizes_rndv_ucx", 2, t_sizes, force_rndv_ucx},
+    {"sizes_get", 2, t_sizes, rndv_get},
+    {"defer_ucx", 2, t_defer, force_rndv_ucx},
+    {"handlers_ucx", 3, t_handlers, force_rndv_ucx},
+    {"order_get", 4, t_order, rndv_get},
     {"sizes_put", 2, t_sizes, rndv_put},
     {"defer_put", 2, t_defer, force_rndv_put},
     {"handlers_put", 3, t_handlers, force_rndv_put},

@@ -72,7 +72,7 @@ static unsigned long long pvar_read(const char *name)
 static void thresholds(void)
 {
     long packet = env_long("MPIR_CVAR_AMLAPI_PACKET_SIZE", 8192);
-    long eager = env_long("MPIR_CVAR_AMLAPI_EAGER_LIMIT", 65536);
+    long eager = env_long("MPIR_CVAR_AMLAPI_EAGER_LIMIT", 12288);
     long one = packet - 72 - 24;        /* aml header, MPI envelope */
     long sizes[] = { 0, 1, one - 1, one, one + 1, eager - 1, eager, eager + 1, 3 * eager + 5 };
     long maxn = 3 * eager + 5;
@@ -253,7 +253,7 @@ static void pvars(void)
     for (int i = 0; i < 4; i++)
         before[i] = pvar_read(names[i]);
     long one = env_long("MPIR_CVAR_AMLAPI_PACKET_SIZE", 8192) - 72 - 24;
-    long eager = env_long("MPIR_CVAR_AMLAPI_EAGER_LIMIT", 65536);
+    long eager = env_long("MPIR_CVAR_AMLAPI_EAGER_LIMIT", 12288);
     if (rank == 0) {
         MPI_Send(b, 10, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
         MPI_Send(b, (int) ((one + eager) / 2), MPI_CHAR, 1, 1, MPI_COMM_WORLD);

@@ -108,7 +108,7 @@ int MPIDI_AMLAPI_iprobe(int source, int tag, MPIR_Comm * comm, int context_offse
 /* amlapi_progress.c: the progress modes */
 int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
 int MPIDI_AMLAPI_progress_idle(void);
-int MPIDI_AMLAPI_coproc_idle(void);
+int MPIDI_AMLAPI_coproc_progressed(int events);
 
 void MPIDI_AMLAPI_fatal(const char *fmt, ...) __attribute__ ((format(printf, 1, 2), noreturn));
 

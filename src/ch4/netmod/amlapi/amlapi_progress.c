@@ -67,9 +67,10 @@ int MPIDI_AMLAPI_progress_idle(void)
     return MPI_SUCCESS;
 }
 
-/* Coprocessor mode: an empty nonblocking poll. On the helper thread (any thread but the main
- * one, see the top of this file) sleep until the next arrival; counted in pvars. */
-int MPIDI_AMLAPI_coproc_idle(void)
+/* Coprocessor mode: a nonblocking poll handled `events`. On the helper thread (any thread but
+ * the main one, see the top of this file) they are counted, and after an empty poll the helper
+ * sleeps until the next arrival. */
+int MPIDI_AMLAPI_coproc_progressed(int events)
 {
     MPID_Thread_id_t self;
     int same;
@@ -77,8 +78,11 @@ int MPIDI_AMLAPI_coproc_idle(void)
     MPID_Thread_same(&self, &MPIR_ThreadInfo.main_thread, &same);
     if (same)
         return MPI_SUCCESS;
-    pv_coproc_sleeps++;
-    pv_coproc_events += sleep_on_fd();
+    pv_coproc_events += events;
+    if (events == 0) {
+        pv_coproc_sleeps++;
+        pv_coproc_events += sleep_on_fd();
+    }
     return MPI_SUCCESS;
 }
 
@@ -127,10 +131,10 @@ int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg)
                                   MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
                                   MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
                                   NULL, NULL, "AMLAPI",
-                                  "coprocessor mode: transport events the helper thread handled "
-                                  "on waking (arrivals, completions) while the application was "
-                                  "elsewhere; counted where the helper can be told apart from "
-                                  "application threads (MPI_THREAD_SINGLE or FUNNELED)");
+                                  "coprocessor mode: transport events (arrivals, completions) "
+                                  "the helper thread handled; counted where the helper can be "
+                                  "told apart from application threads (MPI_THREAD_SINGLE or "
+                                  "FUNNELED)");
     }
   fn_exit:
     return mpi_errno;

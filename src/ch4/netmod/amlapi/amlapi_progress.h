@@ -7,13 +7,12 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
 {
     (void) vci;
     /* blocking: MPICH waits in MPID_Progress_wait (maint/patches/0004) */
-    if (aml_progress(MPIDI_AMLAPI_global.aml) == 0) {
-        if (blocking && MPIDI_AMLAPI_global.idle)
-            return MPIDI_AMLAPI_progress_idle();
-        /* coprocessor mode: MPICH's progress thread polls without blocking */
-        if (unlikely(MPIDI_AMLAPI_global.coproc_sleeps) && !blocking)
-            return MPIDI_AMLAPI_coproc_idle();
-    }
+    int n = aml_progress(MPIDI_AMLAPI_global.aml);
+    /* coprocessor mode: MPICH's progress thread polls without blocking */
+    if (unlikely(MPIDI_AMLAPI_global.coproc_sleeps) && !blocking)
+        return MPIDI_AMLAPI_coproc_progressed(n);
+    if (n == 0 && blocking && MPIDI_AMLAPI_global.idle)
+        return MPIDI_AMLAPI_progress_idle();
     return MPI_SUCCESS;
 }
 

@@ -60,7 +60,7 @@ typedef struct aml_config {
     int rank;                   /* this process, 0 <= rank < size */
     int size;
     size_t packet_size;         /* bytes per packet incl. headers; 0 = default (8192) */
-    size_t eager_limit;         /* data bytes above which rendezvous is used */
+    size_t eager_limit;         /* data bytes above which rendezvous is used (default 12288) */
     int protocol;               /* aml_proto_t: AML_PROTO_AUTO, _EAGER, _RNDV or _ADAPTIVE */
     int adaptive_credits;       /* unconfirmed adaptive messages per peer (0..1024); 0 turns
                                  * adaptive eager off (AUTO then uses ordered eager) */
@@ -68,7 +68,11 @@ typedef struct aml_config {
                                  * (1..8) */
     int debug_reorder;          /* tests: adaptive data packets go last to first, ahead of
                                  * their first packet */
-    int rndv_put;               /* rendezvous by put (the receiver sends its landing's
+    int rndv_ucx;               /* default 1: rendezvous by UCX's own active-message
+                                 * rendezvous (the scout is a UCP AM sent with
+                                 * UCP_AM_SEND_FLAG_RNDV, the landing is filled by
+                                 * ucp_am_recv_data_nbx); 0: aml moves the data itself */
+    int rndv_put;               /* with rndv_ucx 0: by put (the receiver sends its landing's
                                  * address and rkey, the sender writes) instead of get */
     int progress_mode;          /* aml_progress_mode_t */
     aml_fatal_fn_t fatal;       /* NULL: print to stderr and abort() */

@@ -153,9 +153,10 @@ void aml_config_default(aml_config_t * cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->packet_size = 8192;
-    cfg->eager_limit = 65536;
+    cfg->eager_limit = 12288;   /* MPIR_CVAR_AMLAPI_EAGER_LIMIT says why */
     cfg->protocol = AML_PROTO_AUTO;
     cfg->adaptive_credits = 32;
+    cfg->rndv_ucx = 1;
     cfg->lanes = 1;
     cfg->progress_mode = AML_PROGRESS_POLLING;
 }
@@ -675,6 +676,14 @@ int aml_send_desc(aml_t * aml, aml_sdesc_t * d, const void *data, size_t len)
 /* The same without a sequence number, on any of the peer's endpoints (adaptive data). */
 int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len)
 {
+    return aml_send_desc_flags(aml, d, ep, data, len, UCP_AM_SEND_FLAG_EAGER);
+}
+
+/* am_flags: UCP_AM_SEND_FLAG_EAGER for aml's own packets; UCP_AM_SEND_FLAG_RNDV for a
+ * UCX-rendezvous scout, whose send completes when the receiver has taken the data. */
+int aml_send_desc_flags(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len,
+                        uint32_t am_flags)
+{
     ucp_request_param_t param;
     ucs_status_ptr_t r;
 
@@ -682,7 +691,7 @@ int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *da
     aml->tx_inflight++;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
         UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    param.flags = am_flags;
     param.cb.send = send_cb;
     param.user_data = d;
     r = ucp_am_send_nbx(ep, AML_UCP_AM_ID, &d->u.pkt, d->hdr_len, data, len, &param);
@@ -949,16 +958,16 @@ static void stash(aml_t * aml, aml_peer_t * p, const aml_pkt_t * pkt, const void
                   size_t hlen, const void *data, size_t len)
 {
     aml_ooo_t *o = malloc(sizeof(*o));
-    char *buf = malloc(hlen + len + 1);
+    char *buf = malloc(hlen + (data ? len : 0) + 1);
     if (!o || !buf)
         aml_fatal(aml, "out of memory holding an early packet from rank %u", pkt->src);
     memcpy(buf, header, hlen);
-    if (len)
+    if (len && data)
         memcpy(buf + hlen, data, len);
     o->seq = pkt->seq;
     o->hdr = buf;
     o->hdr_len = hlen;
-    o->data = buf + hlen;
+    o->data = data ? buf + hlen : NULL;
     o->len = len;
     aml_ooo_t **q = &p->ooo;
     while (*q && (int32_t) ((*q)->seq - o->seq) < 0)
@@ -985,8 +994,11 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
                   "(size %d), type %s", pkt.src, aml->size, aml_pkt_name(pkt.type));
     if (AML_UNLIKELY(pkt.type == 0 || pkt.type >= AML_PKT_TYPE_MAX))
         aml_fatal_pkt(aml, &pkt, "unknown packet type");
-    if (AML_UNLIKELY(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
-        aml_fatal_pkt(aml, &pkt, "UCX delivered it by rendezvous; aml sends eager only");
+    /* only a UCX-rendezvous scout comes by UCX rendezvous; then data is UCP's descriptor */
+    bool ucx_rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+    if (AML_UNLIKELY(ucx_rndv != (pkt.type == AML_PKT_RNDV_SCOUT && (pkt.flags & AML_PKTF_UCX))))
+        aml_fatal_pkt(aml, &pkt, "UCX delivered it %s, the packet says otherwise",
+                      ucx_rndv ? "by rendezvous" : "eagerly");
 
     if (pkt.type == AML_PKT_ADAPT_DATA) {
         /* outside the sequence: placed by offset whenever it comes */
@@ -1001,7 +1013,14 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         if ((int32_t) (pkt.seq - p->rx_seq) < 0)
             aml_fatal_pkt(aml, &pkt, "stale sequence number %u (expected %u)", pkt.seq,
                           p->rx_seq);
-        stash(aml, p, &pkt, header, header_length, data, length);
+        stash(aml, p, &pkt, header, header_length, ucx_rndv ? NULL : data, length);
+        if (ucx_rndv) {
+            /* keep UCP's descriptor, not a copy: it persists when we return UCS_INPROGRESS */
+            for (aml_ooo_t * o = p->ooo; o; o = o->next)
+                if (o->seq == pkt.seq)
+                    o->data = data;
+            return UCS_INPROGRESS;
+        }
         return UCS_OK;
     }
 
@@ -1019,7 +1038,8 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         free(o);
     }
     aml->in_dispatch--;
-    return UCS_OK;
+    /* a UCX-rendezvous descriptor was handed to ucp_am_recv_data_nbx or kept (deferred) */
+    return ucx_rndv ? UCS_INPROGRESS : UCS_OK;
 }
 
 /* ---- progress ------------------------------------------------------------------------- */

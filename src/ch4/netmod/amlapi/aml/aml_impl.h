@@ -39,6 +39,7 @@ enum {
 /* pkt.flags */
 #define AML_PKTF_CMPL 0x1       /* origin wants an AML_PKT_CMPL when the message completes */
 #define AML_PKTF_PUT  0x2       /* RNDV_SCOUT: put variant, no rkey follows */
+#define AML_PKTF_UCX  0x4       /* RNDV_SCOUT: UCX rendezvous, the data comes with the AM */
 
 /* aml_smsg_t.put_state of a put-variant rendezvous send */
 enum { AML_PUT_NONE = 0, AML_PUT_WAIT_RTR, AML_PUT_PUTTING, AML_PUT_WAIT_DONE };
@@ -114,6 +115,7 @@ typedef struct aml_smsg {
     const void *data;
     size_t len;
     ucp_rkey_h put_rkey;        /* the receiver's landing */
+    bool ucx_rndv;              /* sent by UCX rendezvous: completes with the AM send */
 } aml_smsg_t;
 
 /* A packet handed to UCX: lives until UCX completes the send. */
@@ -147,6 +149,7 @@ typedef struct aml_rmsg {
     ucp_rkey_h rkey;            /* rendezvous (get) */
     ucp_mem_h memh;             /* rendezvous (put): the exposed landing */
     bool put;                   /* rendezvous by put */
+    void *ucx_desc;             /* UCX rendezvous: UCP's data descriptor */
     void *bounce;               /* rendezvous into an unpack handler; adaptive: staging */
     uint64_t src_addr;          /* rendezvous: the sender's buffer */
     aml_hent_t dh;              /* in aml->deferred while the landing is deferred */
@@ -161,7 +164,7 @@ typedef struct aml_ooo {
     struct aml_ooo *next;
     uint32_t seq;
     size_t hdr_len, len;
-    char *hdr, *data;
+    char *hdr, *data;           /* data: a copy, or UCP's descriptor of a UCX rendezvous */
 } aml_ooo_t;
 
 typedef struct aml_peer {
@@ -258,6 +261,8 @@ void aml_pkt_set_first(aml_sdesc_t * d, const aml_xfer_t * x, bool want_cmpl);
 void *aml_rndv_landing(aml_t * aml, aml_rmsg_t * r);
 int aml_send_desc(aml_t * aml, aml_sdesc_t * d, const void *data, size_t len);
 int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len);
+int aml_send_desc_flags(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len,
+                        uint32_t am_flags);
 
 static inline ucp_ep_h aml_lane(aml_t * aml, int peer, unsigned lane)
 {

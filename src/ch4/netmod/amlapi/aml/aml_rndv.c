@@ -12,6 +12,9 @@
 
 #define AML_RKEY_MAX 4096
 
+static int rndv_ucx_send(aml_t * aml, const aml_xfer_t * x);
+static void rndv_move(aml_t * aml, aml_rmsg_t * r);
+
 int aml_rndv_send(aml_t * aml, const aml_xfer_t * x)
 {
     aml_smsg_t *m;
@@ -20,6 +23,8 @@ int aml_rndv_send(aml_t * aml, const aml_xfer_t * x)
     aml_sdesc_t *d;
     int rc;
 
+    if (aml->cfg.rndv_ucx)
+        return rndv_ucx_send(aml, x);
     if (aml->cfg.rndv_put)
         return aml_rndv_put_send(aml, x);
     m = aml_smsg_new(aml, x, AML_PROTO_RNDV);
@@ -63,6 +68,93 @@ int aml_rndv_send(aml_t * aml, const aml_xfer_t * x)
         aml_fatal(aml, "rendezvous scout to rank %d failed: %s", x->peer, aml_strerror(rc));
     aml_smsg_event_done(aml, m, true);  /* drop the guard */
     return AML_OK;
+}
+
+/* UCX rendezvous: the scout is one UCP active message sent with UCP_AM_SEND_FLAG_RNDV, so UCX
+ * moves the data with its own tuned protocol (zero copy where it can, no registration of ours)
+ * once the receiver's handler has chosen the landing; the send completes when the receiver has
+ * the data. The completion counter goes through CMPL, as for eager. */
+static int rndv_ucx_send(aml_t * aml, const aml_xfer_t * x)
+{
+    aml_smsg_t *m = aml_smsg_new(aml, x, AML_PROTO_RNDV);
+    aml_sdesc_t *d;
+    int rc;
+
+    if (!m)
+        return AML_ERR_NOMEM;
+    d = aml_sdesc_get(aml);
+    if (!d) {
+        free(m);
+        return AML_ERR_NOMEM;
+    }
+    m->ucx_rndv = true;
+    aml_pkt_init(aml, &d->u.pkt, AML_PKT_RNDV_SCOUT, x->peer);
+    d->u.pkt.proto = AML_PROTO_RNDV;
+    d->u.pkt.flags = AML_PKTF_UCX;
+    d->u.pkt.msg_len = x->len;
+    d->u.pkt.msg_id = aml->next_msg_id++;
+    aml_pkt_set_first(d, x, x->cmpl_cntr != NULL);
+    d->peer = x->peer;
+    d->msg = m;
+    m->pending++;       /* the send: completes when the receiver took the data */
+    m->org_pending++;
+    if (x->cmpl_cntr) {
+        m->pending++;   /* until the target's CMPL */
+        aml_htab_put(&aml->waits, &m->h, d->u.pkt.msg_id);
+    }
+    aml_stat(aml, AML_PROTO_RNDV, x->len);
+    d->u.pkt.seq = aml->peers[x->peer].tx_seq++;
+    rc = aml_send_desc_flags(aml, d, aml->peers[x->peer].ep, x->data, x->len,
+                             UCP_AM_SEND_FLAG_RNDV);
+    if (rc != AML_OK)
+        aml_fatal(aml, "rendezvous to rank %d failed: %s", x->peer, aml_strerror(rc));
+    aml_smsg_event_done(aml, m, true);  /* drop the guard */
+    return AML_OK;
+}
+
+/* The data is in the landing: complete the message (handlers run as in the dispatcher). */
+static void ucx_landed(aml_t * aml, aml_rmsg_t * r)
+{
+    aml->in_dispatch++;
+    if (r->bounce) {
+        aml_deliver(aml, &r->recv, 0, r->bounce, r->len);
+        free(r->bounce);
+    }
+    aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, r->want_cmpl, r->msg_id, true);
+    free(r);
+    aml->in_dispatch--;
+}
+
+static void ucx_recvd(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    aml_rmsg_t *r = user_data;
+    if (status != UCS_OK || length != r->len)
+        aml_fatal(r->aml, "rendezvous receive of %zu bytes from rank %d failed: %s (%zu bytes)",
+                  r->len, r->src, ucs_status_string(status), length);
+    ucp_request_free(request);
+    ucx_landed(r->aml, r);
+}
+
+/* Lands a UCX-rendezvous message where its handler (or aml_accept) said. */
+static void rndv_ucx_recv(aml_t * aml, aml_rmsg_t * r)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t req;
+    void *dst = aml_rndv_landing(aml, r);
+    size_t got = r->len;
+
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+        UCP_OP_ATTR_FIELD_RECV_INFO;
+    param.cb.recv_am = ucx_recvd;
+    param.user_data = r;
+    param.recv_info.length = &got;
+    req = ucp_am_recv_data_nbx(aml->worker, r->ucx_desc, dst, r->len, &param);
+    if (UCS_PTR_IS_ERR(req))
+        aml_fatal(aml, "rendezvous receive from rank %d failed: %s", r->src,
+                  ucs_status_string(UCS_PTR_STATUS(req)));
+    if (req == NULL)
+        ucx_landed(aml, r);     /* done at once */
 }
 
 static void rndv_pulled(aml_t * aml, aml_rmsg_t * r)
@@ -132,13 +224,19 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     aml_peer_t *p = &aml->peers[pkt->src];
     aml_rmsg_t *r;
 
-    bool put = pkt->flags & AML_PKTF_PUT;
+    bool put = pkt->flags & AML_PKTF_PUT, ucx = pkt->flags & AML_PKTF_UCX;
 
     if (pkt->msg_len == 0)
         aml_fatal_pkt(aml, pkt, "rendezvous for an empty message");
-    if (put ? pkt->aux0 || len : (pkt->aux0 == 0 || pkt->aux0 > AML_RKEY_MAX || pkt->aux0 != len))
+    if (ucx) {
+        if (len != pkt->msg_len || pkt->aux0)
+            aml_fatal_pkt(aml, pkt, "UCX offers %zu bytes, header says %llu", len,
+                          (unsigned long long) pkt->msg_len);
+    } else if (put ? pkt->aux0 || len :
+               (pkt->aux0 == 0 || pkt->aux0 > AML_RKEY_MAX || pkt->aux0 != len)) {
         aml_fatal_pkt(aml, pkt, "rkey of %zu bytes, header says %llu", len,
                       (unsigned long long) pkt->aux0);
+    }
     if (pkt->addr + pkt->msg_len < pkt->addr)
         aml_fatal_pkt(aml, pkt, "source range wraps around");
     r = calloc(1, sizeof(*r));
@@ -152,14 +250,25 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     r->src_addr = pkt->addr;
     r->tgt_cntr = aml_check_cntr(aml, pkt);
     r->put = put;
-    if (!put && ucp_ep_rkey_unpack(p->ep, data, &r->rkey) != UCS_OK)
+    r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
+    if (ucx)
+        r->ucx_desc = (void *) data;
+    else if (!put && ucp_ep_rkey_unpack(p->ep, data, &r->rkey) != UCS_OK)
         aml_fatal_pkt(aml, pkt, "rkey does not unpack");
     aml_call_handler(aml, pkt, h, uhdr, NULL, &r->recv, r);
     if (r->recv.defer) {
         aml_defer_add(aml, r);
         return;
     }
-    if (put)
+    rndv_move(aml, r);
+}
+
+/* Moves a rendezvous message's data into the landing that is now known. */
+static void rndv_move(aml_t * aml, aml_rmsg_t * r)
+{
+    if (r->ucx_desc)
+        rndv_ucx_recv(aml, r);
+    else if (r->put)
         aml_rndv_put_ready(aml, r);
     else
         rndv_pull(aml, r);
@@ -193,10 +302,7 @@ int aml_accept(aml_t * aml, aml_msg_t * msg, const aml_recv_t * recv)
     if (msg->type == AML_PKT_ADAPT_FIRST)
         return aml_adaptive_accept(aml, msg, recv);
     msg->recv = *recv;
-    if (msg->put)
-        aml_rndv_put_ready(aml, msg);
-    else
-        rndv_pull(aml, msg);
+    rndv_move(aml, msg);
     return AML_OK;
 }
 
@@ -206,6 +312,14 @@ int aml_reject(aml_t * aml, aml_msg_t * msg)
         return AML_ERR_INVAL;
     if (msg->type == AML_PKT_ADAPT_FIRST)
         return aml_adaptive_reject(aml, msg);
+    if (msg->ucx_desc) {
+        /* UCX completes the sender's send; its completion counter counts it as delivered */
+        ucp_am_data_release(aml->worker, msg->ucx_desc);
+        if (msg->want_cmpl && aml_send_ctrl(aml, msg->src, AML_PKT_CMPL, msg->msg_id, 0) != AML_OK)
+            aml_fatal(aml, "cannot send CMPL to rank %d", msg->src);
+        free(msg);
+        return AML_OK;
+    }
     if (msg->rkey)
         ucp_rkey_destroy(msg->rkey);
     if (aml_send_ctrl(aml, msg->src, AML_PKT_RNDV_DONE, msg->msg_id, 0) != AML_OK)
@@ -229,6 +343,8 @@ void aml_rndv_free_deferred(aml_t * aml)
                 continue;
             if (r->rkey)
                 ucp_rkey_destroy(r->rkey);
+            if (r->ucx_desc)
+                ucp_am_data_release(aml->worker, r->ucx_desc);
             free(r);
         }
     }
@@ -241,6 +357,9 @@ void aml_rndv_recv_done(aml_t * aml, const aml_pkt_t * pkt)
 
     if (!m || m->peer != (int) pkt->src || m->proto != AML_PROTO_RNDV)
         aml_fatal_pkt(aml, pkt, "no rendezvous message %llu is waiting for this peer",
+                      (unsigned long long) pkt->msg_id);
+    if (m->ucx_rndv)
+        aml_fatal_pkt(aml, pkt, "done for message %llu, which UCX moves itself",
                       (unsigned long long) pkt->msg_id);
     if (m->put_state != AML_PUT_NONE) {
         aml_rndv_put_recv_done(aml, pkt, m);

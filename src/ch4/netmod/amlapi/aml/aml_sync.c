@@ -201,7 +201,8 @@ void aml_sync_recv_cmpl(aml_t * aml, const aml_pkt_t * pkt)
 {
     aml_hent_t *e = aml_htab_get(&aml->waits, pkt->msg_id);
     aml_smsg_t *m = e ? AML_CONTAINER(e, aml_smsg_t, h) : NULL;
-    if (!m || m->peer != (int) pkt->src || m->proto == AML_PROTO_RNDV || !m->cmpl_cntr)
+    if (!m || m->peer != (int) pkt->src || (m->proto == AML_PROTO_RNDV && !m->ucx_rndv) ||
+        !m->cmpl_cntr)
         aml_fatal_pkt(aml, pkt, "completion for message %llu, which awaits none from this peer",
                       (unsigned long long) pkt->msg_id);
     aml_htab_del(&aml->waits, pkt->msg_id);

@@ -315,13 +315,9 @@ int aml_adaptive_reject(aml_t * aml, aml_rmsg_t * r)
 /* At finalize: adaptive messages that never completed (an erroneous or aborted program). */
 void aml_adaptive_free_all(aml_t * aml)
 {
-    for (size_t i = 0; aml->adapt_rx.b && i < aml->adapt_rx.nb; i++) {
-        while (aml->adapt_rx.b[i]) {
-            aml_rmsg_t *r = AML_CONTAINER(aml->adapt_rx.b[i], aml_rmsg_t, h);
-            aml->adapt_rx.b[i] = r->h.next;
-            free(r->bounce);
-            free(r);
-        }
+    for (aml_hent_t * e; (e = aml_htab_pop(&aml->adapt_rx));) {
+        aml_rmsg_t *r = AML_CONTAINER(e, aml_rmsg_t, h);
+        free(r->bounce);
+        free(r);
     }
-    aml->adapt_rx.count = 0;
 }

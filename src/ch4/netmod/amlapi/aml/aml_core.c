@@ -147,6 +147,20 @@ aml_hent_t *aml_htab_del(aml_htab_t * t, uint64_t key)
     return NULL;
 }
 
+/* Removes and returns some entry, or NULL when the table is empty (draining at finalize). */
+aml_hent_t *aml_htab_pop(aml_htab_t * t)
+{
+    for (size_t i = 0; t->b && t->count && i < t->nb; i++) {
+        aml_hent_t *e = t->b[i];
+        if (e) {
+            t->b[i] = e->next;
+            t->count--;
+            return e;
+        }
+    }
+    return NULL;
+}
+
 /* ---- configuration and environment ---------------------------------------------------- */
 
 void aml_config_default(aml_config_t * cfg)

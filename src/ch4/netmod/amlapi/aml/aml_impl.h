@@ -92,6 +92,7 @@ void aml_htab_free(aml_htab_t * t);
 void aml_htab_put(aml_htab_t * t, aml_hent_t * e, uint64_t key);
 aml_hent_t *aml_htab_get(aml_htab_t * t, uint64_t key);
 aml_hent_t *aml_htab_del(aml_htab_t * t, uint64_t key);
+aml_hent_t *aml_htab_pop(aml_htab_t * t);
 
 #define AML_CONTAINER(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))
 
@@ -259,6 +260,8 @@ void aml_sdesc_put(aml_t * aml, aml_sdesc_t * d);
 void aml_pkt_init(aml_t * aml, aml_pkt_t * pkt, int type, int peer);
 void aml_pkt_set_first(aml_sdesc_t * d, const aml_xfer_t * x, bool want_cmpl);
 void *aml_rndv_landing(aml_t * aml, aml_rmsg_t * r);
+aml_smsg_t *aml_rndv_scout_new(aml_t * aml, const aml_xfer_t * x, uint8_t flags, bool want_cmpl,
+                               aml_sdesc_t ** dp);
 int aml_send_desc(aml_t * aml, aml_sdesc_t * d, const void *data, size_t len);
 int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len);
 int aml_send_desc_flags(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len,

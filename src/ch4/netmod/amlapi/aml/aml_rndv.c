@@ -74,28 +74,41 @@ int aml_rndv_send(aml_t * aml, const aml_xfer_t * x)
  * moves the data with its own tuned protocol (zero copy where it can, no registration of ours)
  * once the receiver's handler has chosen the landing; the send completes when the receiver has
  * the data. The completion counter goes through CMPL, as for eager. */
-static int rndv_ucx_send(aml_t * aml, const aml_xfer_t * x)
+/* The send-side record and scout of a rendezvous message (UCX and put variants). */
+aml_smsg_t *aml_rndv_scout_new(aml_t * aml, const aml_xfer_t * x, uint8_t flags, bool want_cmpl,
+                               aml_sdesc_t ** dp)
 {
     aml_smsg_t *m = aml_smsg_new(aml, x, AML_PROTO_RNDV);
     aml_sdesc_t *d;
+
+    if (!m)
+        return NULL;
+    d = aml_sdesc_get(aml);
+    if (!d) {
+        free(m);
+        return NULL;
+    }
+    aml_pkt_init(aml, &d->u.pkt, AML_PKT_RNDV_SCOUT, x->peer);
+    d->u.pkt.proto = AML_PROTO_RNDV;
+    d->u.pkt.flags = flags;
+    d->u.pkt.msg_len = x->len;
+    d->u.pkt.msg_id = aml->next_msg_id++;
+    aml_pkt_set_first(d, x, want_cmpl);
+    d->peer = x->peer;
+    d->msg = m;
+    *dp = d;
+    return m;
+}
+
+static int rndv_ucx_send(aml_t * aml, const aml_xfer_t * x)
+{
+    aml_sdesc_t *d;
+    aml_smsg_t *m = aml_rndv_scout_new(aml, x, AML_PKTF_UCX, x->cmpl_cntr != NULL, &d);
     int rc;
 
     if (!m)
         return AML_ERR_NOMEM;
-    d = aml_sdesc_get(aml);
-    if (!d) {
-        free(m);
-        return AML_ERR_NOMEM;
-    }
     m->ucx_rndv = true;
-    aml_pkt_init(aml, &d->u.pkt, AML_PKT_RNDV_SCOUT, x->peer);
-    d->u.pkt.proto = AML_PROTO_RNDV;
-    d->u.pkt.flags = AML_PKTF_UCX;
-    d->u.pkt.msg_len = x->len;
-    d->u.pkt.msg_id = aml->next_msg_id++;
-    aml_pkt_set_first(d, x, x->cmpl_cntr != NULL);
-    d->peer = x->peer;
-    d->msg = m;
     m->pending++;       /* the send: completes when the receiver took the data */
     m->org_pending++;
     if (x->cmpl_cntr) {
@@ -333,20 +346,16 @@ int aml_reject(aml_t * aml, aml_msg_t * msg)
  * aml_adaptive_free_all empties. */
 void aml_rndv_free_deferred(aml_t * aml)
 {
-    for (size_t i = 0; aml->deferred.b && i < aml->deferred.nb; i++) {
-        while (aml->deferred.b[i]) {
-            aml_rmsg_t *r = AML_CONTAINER(aml->deferred.b[i], aml_rmsg_t, dh);
-            aml->deferred.b[i] = r->dh.next;
-            aml->deferred.count--;
-            r->deferred = false;
-            if (r->type == AML_PKT_ADAPT_FIRST)
-                continue;
-            if (r->rkey)
-                ucp_rkey_destroy(r->rkey);
-            if (r->ucx_desc)
-                ucp_am_data_release(aml->worker, r->ucx_desc);
-            free(r);
-        }
+    for (aml_hent_t * e; (e = aml_htab_pop(&aml->deferred));) {
+        aml_rmsg_t *r = AML_CONTAINER(e, aml_rmsg_t, dh);
+        r->deferred = false;
+        if (r->type == AML_PKT_ADAPT_FIRST)
+            continue;
+        if (r->rkey)
+            ucp_rkey_destroy(r->rkey);
+        if (r->ucx_desc)
+            ucp_am_data_release(aml->worker, r->ucx_desc);
+        free(r);
     }
 }
 

@@ -27,29 +27,17 @@ static uint64_t rx_key(aml_t * aml, int src, uint64_t msg_id)
 
 int aml_rndv_put_send(aml_t * aml, const aml_xfer_t * x)
 {
-    aml_smsg_t *m = aml_smsg_new(aml, x, AML_PROTO_RNDV);
     aml_sdesc_t *d;
+    /* DONE follows target completion: no CMPL */
+    aml_smsg_t *m = aml_rndv_scout_new(aml, x, AML_PKTF_PUT, false, &d);
     int rc;
 
     if (!m)
         return AML_ERR_NOMEM;
-    d = aml_sdesc_get(aml);
-    if (!d) {
-        free(m);
-        return AML_ERR_NOMEM;
-    }
     m->aml = aml;
     m->put_state = AML_PUT_WAIT_RTR;
     m->data = x->data;
     m->len = x->len;
-    aml_pkt_init(aml, &d->u.pkt, AML_PKT_RNDV_SCOUT, x->peer);
-    d->u.pkt.proto = AML_PROTO_RNDV;
-    d->u.pkt.flags = AML_PKTF_PUT;
-    d->u.pkt.msg_len = x->len;
-    d->u.pkt.msg_id = aml->next_msg_id++;
-    aml_pkt_set_first(d, x, false);     /* DONE follows target completion */
-    d->peer = x->peer;
-    d->msg = m;
 
     /* events: the scout's send and the data phase (flush, or a DONE without RTR) gate buffer
      * reuse; the DONE does not; plus the guard */
@@ -200,14 +188,10 @@ void aml_rndv_put_recv_fin(aml_t * aml, const aml_pkt_t * pkt)
 /* At finalize: landings exposed to senders that never put (an aborted program). */
 void aml_rndv_put_free_all(aml_t * aml)
 {
-    for (size_t i = 0; aml->put_rx.b && i < aml->put_rx.nb; i++) {
-        while (aml->put_rx.b[i]) {
-            aml_rmsg_t *r = AML_CONTAINER(aml->put_rx.b[i], aml_rmsg_t, h);
-            aml->put_rx.b[i] = r->h.next;
-            ucp_mem_unmap(aml->ctx, r->memh);
-            free(r->bounce);
-            free(r);
-        }
+    for (aml_hent_t * e; (e = aml_htab_pop(&aml->put_rx));) {
+        aml_rmsg_t *r = AML_CONTAINER(e, aml_rmsg_t, h);
+        ucp_mem_unmap(aml->ctx, r->memh);
+        free(r->bounce);
+        free(r);
     }
-    aml->put_rx.count = 0;
 }

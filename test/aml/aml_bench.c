@@ -10,6 +10,8 @@
  * (10^6 bytes). Data lands where the header handler says (one receive buffer) and completion
  * is seen through a target counter, LAPI style. Prints "SIZE VALUE" lines from rank 0.
  * PROTOCOL: auto (default), eager, adaptive or rndv; -r: how rendezvous moves data.
+ * -m handler: arrival is seen by a completion handler instead of a target counter, as the MPI
+ * glue does (no counter named, so one-packet messages use aml's compact header).
  */
 #include "launch.h"
 #include <stdint.h>
@@ -20,8 +22,9 @@
 #define MAX_SIZES 32
 
 static size_t sizes[MAX_SIZES];
-static int nsizes, iters_arg, is_bw, protocol = AML_PROTO_AUTO, rndv_mode = -1;
+static int nsizes, iters_arg, is_bw, protocol = AML_PROTO_AUTO, rndv_mode = -1, by_handler;
 static char *rbuf;
+static volatile int64_t arrived;        /* -m handler */
 
 static double now_us(void)
 {
@@ -30,12 +33,32 @@ static double now_us(void)
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
+static void bump(aml_t * aml, void *arg)
+{
+    (void) aml;
+    (void) arg;
+    arrived++;
+}
+
 static int land(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
 {
     (void) aml;
     (void) ctx;
     recv->buf = info->msg_len ? rbuf : NULL;
+    if (by_handler)
+        recv->compl_fn = bump;
     return 0;
+}
+
+/* waits until `want` messages arrived in all, by counter or completion handler */
+static int wait_arrived(aml_t * aml, aml_cntr_t * tgt, int64_t * seen, int n)
+{
+    *seen += n;
+    if (!by_handler)
+        return aml_cntr_wait(aml, tgt, n);
+    while (arrived < *seen)
+        aml_progress(aml);
+    return AML_OK;
 }
 
 static void cfg_hook(aml_config_t * cfg)
@@ -65,8 +88,9 @@ static int body(rank_ctx_t * c)
     CHECK_OK(aml_cntr_init(c->aml, &tgt, 0));
     CHECK_OK(aml_cntr_init(c->aml, &org, 0));
     CHECK_OK(aml_address_init(c->aml, (uintptr_t) & tgt, tgts));
-    aml_cntr_t *peer_tgt = (aml_cntr_t *) tgts[1 - c->rank];
+    aml_cntr_t *peer_tgt = by_handler ? NULL : (aml_cntr_t *) tgts[1 - c->rank];
     int peer = 1 - c->rank;
+    int64_t seen = 0;
 
     for (int k = 0; k < nsizes; k++) {
         size_t n = sizes[k];
@@ -81,10 +105,10 @@ static int body(rank_ctx_t * c)
             if (!is_bw) {
                 if (c->rank == 0) {
                     CHECK_OK(aml_amsend(c->aml, peer, 0, NULL, 0, sbuf, n, peer_tgt, &org, NULL));
-                    CHECK_OK(aml_cntr_wait(c->aml, &tgt, 1));
+                    CHECK_OK(wait_arrived(c->aml, &tgt, &seen, 1));
                     CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
                 } else {
-                    CHECK_OK(aml_cntr_wait(c->aml, &tgt, 1));
+                    CHECK_OK(wait_arrived(c->aml, &tgt, &seen, 1));
                     CHECK_OK(aml_amsend(c->aml, peer, 0, NULL, 0, sbuf, n, peer_tgt, &org, NULL));
                     CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
                 }
@@ -93,9 +117,9 @@ static int body(rank_ctx_t * c)
                     CHECK_OK(aml_amsend(c->aml, peer, 0, NULL, 0, sbuf, n, peer_tgt, &org,
                                         NULL));
                 CHECK_OK(aml_cntr_wait(c->aml, &org, WINDOW));
-                CHECK_OK(aml_cntr_wait(c->aml, &tgt, 1));
+                CHECK_OK(wait_arrived(c->aml, &tgt, &seen, 1));
             } else {
-                CHECK_OK(aml_cntr_wait(c->aml, &tgt, WINDOW));
+                CHECK_OK(wait_arrived(c->aml, &tgt, &seen, WINDOW));
                 CHECK_OK(aml_amsend(c->aml, peer, 0, NULL, 0, NULL, 0, peer_tgt, NULL, NULL));
             }
         }
@@ -119,7 +143,7 @@ int main(int argc, char **argv)
     const char *sz = "1,8,64,512,4096,16384,65536,262144,1048576,4194304";
     if (argc < 2 || (strcmp(argv[1], "latency") && strcmp(argv[1], "bw"))) {
         fprintf(stderr, "usage: aml_bench latency|bw [-s SIZES] [-i ITERS] "
-                "[-p auto|eager|adaptive|rndv] [-r get|put|ucx]\n");
+                "[-p auto|eager|adaptive|rndv] [-r get|put|ucx] [-m counter|handler]\n");
         return 2;
     }
     is_bw = !strcmp(argv[1], "bw");
@@ -128,6 +152,8 @@ int main(int argc, char **argv)
             sz = argv[i + 1];
         else if (!strcmp(argv[i], "-i"))
             iters_arg = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-m"))
+            by_handler = !strcmp(argv[i + 1], "handler");
         else if (!strcmp(argv[i], "-r"))
             rndv_mode = !strcmp(argv[i + 1], "put") ? 1 : !strcmp(argv[i + 1], "ucx") ? 2 : 0;
         else if (!strcmp(argv[i], "-p")) {

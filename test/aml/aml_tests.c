@@ -337,6 +337,55 @@ static int t_order(rank_ctx_t * c)
     return 0;
 }
 
+/* compact packets (small, no target counter) in a burst at a receiver that is not polling, so
+ * UCX's FIFO fills and sends fall back to descriptors; interleaved with full-header packets
+ * (target counter) and aml_amsend_small: order and contents hold */
+static int t_compact_burst(rank_ctx_t * c)
+{
+    const int nmsg = 5000;
+    aml_cntr_t org, tgt;
+    uintptr_t tgts[2];
+    unsigned char data[256];
+    rx_setup(c, 256);
+    CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+    CHECK_OK(aml_cntr_init(c->aml, &tgt, 0));
+    CHECK_OK(aml_address_init(c->aml, (uintptr_t) & tgt, tgts));
+    CHECK_OK(aml_barrier(c->aml));
+    if (c->rank == 0) {
+        int norg = 0;
+        for (int i = 0; i < nmsg; i++) {
+            size_t n = (size_t) (i * 37) % 209;      /* 16 + 32 + 208 = 256: all compact */
+            msg_hdr_t h = { 0, (uint64_t) i, (uint64_t) i, 0 };
+            fill(data, n, 0, (uint64_t) i);
+            if (i % 7 == 0) {
+                CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), data, n,
+                                    (aml_cntr_t *) tgts[1], &org, NULL));
+                norg++;
+            } else if (i % 2) {
+                CHECK_OK(aml_amsend_small(c->aml, 1, 3, &h, sizeof(h), data, n));
+            } else {
+                CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), data, n, NULL, &org, NULL));
+                norg++;
+            }
+            memset(data, 0xee, sizeof(data));   /* the buffer is free at once */
+        }
+        CHECK_OK(aml_cntr_wait(c->aml, &org, norg));
+    } else {
+        usleep(200000);         /* let the sender fill the transport */
+        wait_done(c, nmsg);
+        CHECK(rx.bad_count == 0, "%d messages corrupted", rx.bad_count);
+        CHECK(rx.order_errors == 0, "%d order errors", rx.order_errors);
+        CHECK(aml_cntr_get(&tgt) == (nmsg + 6) / 7, "target counter %lld",
+              (long long) aml_cntr_get(&tgt));
+    }
+    CHECK(aml_amsend_small(c->aml, 1 - c->rank, 3, NULL, 0, data, 1 << 20) == AML_ERR_INVAL,
+          "aml_amsend_small accepted more than one packet");
+    CHECK(aml_amsend_small(c->aml, 5, 3, NULL, 0, data, 1) == AML_ERR_INVAL,
+          "aml_amsend_small accepted peer 5 of 2");
+    CHECK_OK(aml_barrier(c->aml));
+    return 0;
+}
+
 /* put/get/rmw on registered memory, fences, gfence, address_init */
 static int t_rma(rank_ctx_t * c)
 {
@@ -693,6 +742,43 @@ static void mk_seq(aml_pkt_t * p, char *x, size_t * h, size_t * d)
     p->seq = (uint32_t) -5;     /* from the past */
 }
 
+/* a compact header in place of p (t_bad set p->src = 0 and p->seq) */
+static void mk_spkt(aml_pkt_t * p, unsigned handler, uint16_t seq, size_t * h)
+{
+    aml_spkt_t s = { AML_PKT_ONE_SHORT, (uint8_t) handler, 0, 0, 0, seq };
+    memset(p, 0, sizeof(*p));
+    memcpy(p, &s, sizeof(s));
+    *h = sizeof(s);
+}
+
+static void mk_short_handler(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_spkt(p, 9, (uint16_t) p->seq, h);        /* handler 9: never registered */
+}
+
+static void mk_short_payload(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_spkt(p, 3, (uint16_t) p->seq, h);
+    *d = 4;             /* a compact packet's data is inside UCX's header */
+}
+
+static void mk_short_seq(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_spkt(p, 3, (uint16_t) (p->seq - 5), h); /* from the past */
+}
+
+static void mk_tiny(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_ONE;
+    *h = 6;             /* shorter than any header */
+}
+
+static void mk_short_full(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    p->type = AML_PKT_EAGER_FIRST;
+    *h = 40;            /* a full-header type in fewer bytes than the full header */
+}
+
 static const bad_case_t bad_cases[] = {
     {"bad_one", "type ONE (1): carries 10 data bytes, header says 100", mk_one},
     {"bad_eager_first", "type EAGER_FIRST (2): first chunk at offset 50", mk_first},
@@ -721,6 +807,14 @@ static const bad_case_t bad_cases[] = {
     {"bad_src", "source 77 out of range", mk_src},
     {"bad_cntr", "type ONE (1): target counter 0x12345678 is not a counter", mk_cntr},
     {"bad_seq", "type ONE (1): stale sequence number", mk_seq},
+    {"bad_short_handler", "type ONE_SHORT (17): handler 9 is not registered", mk_short_handler},
+    {"bad_short_payload", "type ONE_SHORT (17): 8-byte packet with a 0-byte user header and 4 "
+     "bytes of UCX payload", mk_short_payload},
+    {"bad_short_seq", "type ONE_SHORT (17): stale sequence number", mk_short_seq},
+    {"bad_tiny", "from an unknown rank: 6-byte header is shorter than the smallest aml packet "
+     "header", mk_tiny},
+    {"bad_short_full", "type EAGER_FIRST (2): 40-byte header is shorter than an aml packet "
+     "header", mk_short_full},
 };
 
 static const bad_case_t *cur_bad;
@@ -1047,6 +1141,7 @@ static const test_t tests[] = {
     {"interrupt", 2, t_interrupt, interrupt_mode},
     {"sizes_interrupt", 2, t_sizes, interrupt_mode},
     {"no_fd", 2, t_no_fd, NULL},
+    {"compact_burst", 2, t_compact_burst, NULL},
 };
 
 int main(int argc, char **argv)
@@ -1074,7 +1169,7 @@ int main(int argc, char **argv)
             char expect[300];
             cur_bad = &bad_cases[i];
             /* the message names the sending peer and the packet type */
-            if (strstr(cur_bad->expect, "source"))
+            if (strstr(cur_bad->expect, "source") || strstr(cur_bad->expect, "unknown rank"))
                 snprintf(expect, sizeof(expect), "%s", cur_bad->expect);
             else
                 snprintf(expect, sizeof(expect), "from rank 0: %s", cur_bad->expect);

@@ -21,14 +21,21 @@
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 
-/* the MPI envelope: aml user header of every MPI message */
+/* the MPI envelope: aml user header of every MPI message. A one-packet message carries the
+ * first 12 bytes only (no id: nothing waits for it), so with aml's 8-byte compact header an
+ * MPI message of up to 8 bytes fits the first cache line of UCX's shared-memory FIFO element
+ * (see aml_spkt_t). */
 typedef struct {
     int32_t tag;
     int32_t src;                /* sender's rank in the communicator */
-    int32_t context_id;
-    uint32_t flags;             /* MPIDI_AMLAPI_P2P_* */
-    uint64_t msg_id;            /* sender's id of the message: sync ack, cancel */
+    uint16_t context_id;        /* MPIR_Context_id_t is 16 bits */
+    uint16_t flags;             /* MPIDI_AMLAPI_P2P_* */
+    uint32_t msg_id;            /* sender's id of the message: sync ack, cancel; never 0 */
 } MPIDI_AMLAPI_p2p_hdr_t;
+
+#define MPIDI_AMLAPI_P2P_HDR_NOID offsetof(MPIDI_AMLAPI_p2p_hdr_t, msg_id)
+
+_Static_assert(sizeof(MPIR_Context_id_t) == sizeof(uint16_t), "context ids are 16 bits");
 
 #define MPIDI_AMLAPI_P2P_SYNC 0x1
 
@@ -71,7 +78,8 @@ typedef struct MPIDI_AMLAPI_ue {
 static struct {
     MPIR_Request *posted_head, *posted_tail;
     MPIDI_AMLAPI_ue_t *ue_head, *ue_tail;
-    uint64_t next_msg_id;
+    uint32_t next_msg_id;       /* wraps; an id is only compared among one sender's
+                                 * sends still waiting for an answer */
     /* largest data of a send that aml carries in one packet (completes at injection); -1
      * when a protocol is forced */
     MPI_Aint onepacket_max;
@@ -232,10 +240,10 @@ static void recv_complete(MPIR_Request * rreq)
 }
 
 /* Copies len bytes of message data (contiguous, from offset 0) into the user's buffer,
- * dropping what does not fit (the status already says MPI_ERR_TRUNCATE). */
+ * dropping what does not fit: the status is set, and its count says what fits. */
 static void recv_copy_out(MPIR_Request * rreq, const void *data, MPI_Aint len)
 {
-    MPI_Aint cap = recv_capacity(rreq), n = len < cap ? len : cap, actual;
+    MPI_Aint cnt = MPIR_STATUS_GET_COUNT(rreq->status), n = len < cnt ? len : cnt, actual;
     int contig;
     MPI_Aint true_lb;
     if (n == 0)
@@ -312,10 +320,12 @@ static int p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_
     MPIR_Request *rreq;
     (void) ctx;
 
-    if (info->uhdr_len != sizeof(h))
-        MPIDI_AMLAPI_fatal("malformed MPI message from rank %d: %zu-byte envelope, expected %zu",
-                           info->src, info->uhdr_len, sizeof(h));
-    memcpy(&h, info->uhdr, sizeof(h));
+    if (unlikely(info->uhdr_len != MPIDI_AMLAPI_P2P_HDR_NOID && info->uhdr_len != sizeof(h)))
+        MPIDI_AMLAPI_fatal("malformed MPI message from rank %d: %zu-byte envelope, expected %zu "
+                           "or %zu", info->src, info->uhdr_len,
+                           (size_t) MPIDI_AMLAPI_P2P_HDR_NOID, sizeof(h));
+    h.msg_id = 0;
+    memcpy(&h, info->uhdr, info->uhdr_len);
     if (info->msg_len > (size_t) MPIR_AINT_MAX)
         MPIDI_AMLAPI_fatal("malformed MPI message from rank %d: %zu bytes", info->src,
                            info->msg_len);
@@ -486,8 +496,30 @@ int MPIDI_AMLAPI_send(const void *buf, MPI_Aint count, MPI_Datatype datatype, in
     h.tag = tag;
     h.src = comm->rank;
     h.context_id = comm->context_id + context_offset;
+
+    if (likely(!sync && (dt_contig || data_sz == 0) && data_sz <= p2p.onepacket_max)) {
+        /* one-packet: aml copies envelope and data before returning, so this completes at
+         * injection: no request object (MPICH's shared completed request), no allocation on
+         * either side, and no message id (nothing can wait for it) */
+        h.flags = 0;
+        rc = aml_amsend_small(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_world_rank(comm, rank),
+                              MPIDI_AMLAPI_H_P2P, &h, MPIDI_AMLAPI_P2P_HDR_NOID,
+                              MPIR_get_contig_ptr(buf, dt_true_lb), data_sz);
+        MPIDI_AMLAPI_CHK(rc, "aml_amsend_small");
+        if (sreq) {
+            MPIR_cc_set(&sreq->cc, 0);
+            REQ(sreq).msg_id = 0;
+        } else {
+            sreq = MPIR_Request_create_complete(MPIR_REQUEST_KIND__SEND);
+        }
+        *request = sreq;
+        goto fn_exit;
+    }
+
     h.flags = sync ? MPIDI_AMLAPI_P2P_SYNC : 0;
-    h.msg_id = ++p2p.next_msg_id;
+    if (unlikely(++p2p.next_msg_id == 0))
+        p2p.next_msg_id = 1;    /* 0 means "no id" in a request */
+    h.msg_id = p2p.next_msg_id;
 
     memset(&x, 0, sizeof(x));
     x.peer = MPIDI_AMLAPI_world_rank(comm, rank);
@@ -503,21 +535,6 @@ int MPIDI_AMLAPI_send(const void *buf, MPI_Aint count, MPI_Datatype datatype, in
         mpi_errno = MPIDI_AMLAPI_pack(buf, count, datatype, data_sz, &pack);
         MPIR_ERR_CHECK(mpi_errno);
         x.data = pack;
-    }
-
-    if (!sync && !pack && data_sz <= p2p.onepacket_max) {
-        /* one-packet: complete at injection, no request object (MPICH's shared completed
-         * request), no allocation on either side */
-        rc = aml_xfer(MPIDI_AMLAPI_global.aml, &x);
-        MPIDI_AMLAPI_CHK(rc, "aml_xfer");
-        if (sreq) {
-            MPIR_cc_set(&sreq->cc, 0);
-            REQ(sreq).msg_id = 0;
-        } else {
-            sreq = MPIR_Request_create_complete(MPIR_REQUEST_KIND__SEND);
-        }
-        *request = sreq;
-        goto fn_exit;
     }
 
     if (sreq == NULL) {

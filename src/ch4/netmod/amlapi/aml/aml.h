@@ -204,6 +204,13 @@ static inline int aml_amsend(aml_t * aml, int peer, unsigned handler, const void
     return aml_xfer(aml, &x);
 }
 
+/* aml_amsend with no counters for a message that fits one packet (AML_Q_ONEPACKET_LIMIT):
+ * the lean path for small messages. uhdr and data are copied before it returns, so the
+ * caller's buffers are free at once (LAPI's "completes at injection"). AML_ERR_INVAL when the
+ * message does not fit one packet, or when a protocol other than one-packet is forced. */
+int aml_amsend_small(aml_t * aml, int peer, unsigned handler, const void *uhdr,
+                     size_t uhdr_len, const void *data, size_t len);
+
 /* Lands a deferred message: rendezvous data is pulled into recv->buf (or handed to
  * recv->unpack), adaptive data is copied there from aml's staging buffer; then
  * recv->compl_fn runs and the sender's buffer (rendezvous) or credit (adaptive) is released.

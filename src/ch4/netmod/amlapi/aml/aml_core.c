@@ -25,6 +25,7 @@ static const char *const pkt_names[AML_PKT_TYPE_MAX] = {
     [AML_PKT_ADAPT_TOKEN] = "ADAPT_TOKEN",
     [AML_PKT_RNDV_RTR] = "RNDV_RTR",
     [AML_PKT_RNDV_FIN] = "RNDV_FIN",
+    [AML_PKT_ONE_SHORT] = "ONE_SHORT",
 };
 
 const char *aml_pkt_name(int type)
@@ -337,6 +338,10 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     if (aml->max_uhdr > aml->packet_size / 2)
         aml->max_uhdr = aml->packet_size / 2;
     aml->max_uhdr &= ~(size_t) 7;
+    aml->compact_max = wattr.max_am_header < AML_COMPACT_MAX ? wattr.max_am_header :
+        AML_COMPACT_MAX;
+    if (cfg->size > AML_COMPACT_MAX_RANKS)
+        aml->compact_max = 0;   /* the compact header has 24 bits of source rank */
     aml->sdesc_size = sizeof(aml_sdesc_t) + aml->packet_size;
 
     memset(&hparam, 0, sizeof(hparam));
@@ -910,6 +915,7 @@ static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const char *uhdr, size_
                       uhdr_avail, pkt->uhdr_len);
     switch (pkt->type) {
         case AML_PKT_ONE:
+        case AML_PKT_ONE_SHORT:
             aml_onepacket_recv(aml, pkt, uhdr, data, len);
             break;
         case AML_PKT_EAGER_FIRST:
@@ -968,6 +974,17 @@ static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const char *uhdr, size_
     }
 }
 
+/* dispatch for a packet as UCX delivered it: header = wire header (hsize bytes) | the rest */
+static void dispatch_pkt(aml_t * aml, const aml_pkt_t * pkt, size_t hsize, const char *header,
+                         size_t header_length, const void *data, size_t len)
+{
+    const char *rest = header + hsize;
+    if (pkt->type == AML_PKT_ONE_SHORT)     /* user header, then the data (decode checked) */
+        dispatch(aml, pkt, rest, pkt->uhdr_len, rest + pkt->uhdr_len, pkt->msg_len);
+    else
+        dispatch(aml, pkt, rest, header_length - hsize, data, len);
+}
+
 static void stash(aml_t * aml, aml_peer_t * p, const aml_pkt_t * pkt, const void *header,
                   size_t hlen, const void *data, size_t len)
 {
@@ -992,22 +1009,91 @@ static void stash(aml_t * aml, aml_peer_t * p, const aml_pkt_t * pkt, const void
     *q = o;
 }
 
+/* Reads a wire header, full or compact, into *pkt; returns its size on the wire. Both begin
+ * with the packet type, and each names its sender before anything else is checked. A compact
+ * packet's data is the end of UCX's header (see dispatch_pkt). */
+static size_t decode(aml_t * aml, const void *header, size_t header_length, size_t length,
+                     aml_pkt_t * pkt)
+{
+    if (AML_UNLIKELY(header_length < sizeof(aml_spkt_t)))
+        aml_fatal(aml, "malformed packet from an unknown rank: %zu-byte header is shorter than "
+                  "the smallest aml packet header (%zu)", header_length, sizeof(aml_spkt_t));
+    if (*(const uint8_t *) header == AML_PKT_ONE_SHORT) {
+        aml_spkt_t s;
+        memcpy(&s, header, sizeof(s));
+        memset(pkt, 0, sizeof(*pkt));
+        pkt->type = s.type;
+        pkt->src = AML_SPKT_SRC(&s);
+        if (AML_UNLIKELY(pkt->src >= (uint32_t) aml->size))
+            aml_fatal(aml, "malformed packet from an unknown rank: source %u out of range "
+                      "(size %d), type %s", pkt->src, aml->size, aml_pkt_name(pkt->type));
+        pkt->handler = s.handler;
+        pkt->uhdr_len = s.uhdr_len;
+        pkt->seq = aml_seq_extend(aml->peers[pkt->src].rx_seq, s.seq);
+        pkt->proto = AML_PROTO_ONEPACKET;
+        /* the data follows the user header inside UCX's header */
+        if (AML_UNLIKELY(length || s.uhdr_len > header_length - sizeof(s)))
+            aml_fatal_pkt(aml, pkt, "%zu-byte packet with a %u-byte user header and %zu bytes "
+                          "of UCX payload", header_length, s.uhdr_len, length);
+        pkt->msg_len = header_length - sizeof(s) - s.uhdr_len;
+        return sizeof(s);
+    }
+    if (AML_UNLIKELY(header_length < sizeof(*pkt))) {
+        /* name the sender if the bytes that would hold it arrived */
+        uint32_t src = (uint32_t) -1;
+        if (header_length >= offsetof(aml_pkt_t, src) + sizeof(src))
+            memcpy(&src, (const char *) header + offsetof(aml_pkt_t, src), sizeof(src));
+        if (src < (uint32_t) aml->size)
+            aml_fatal(aml, "malformed packet from rank %u: type %s (%u): %zu-byte header is "
+                      "shorter than an aml packet header (%zu)", src,
+                      aml_pkt_name(*(const uint8_t *) header), *(const uint8_t *) header,
+                      header_length, sizeof(*pkt));
+        aml_fatal(aml, "malformed packet from an unknown rank: %zu-byte header is shorter than "
+                  "an aml packet header (%zu)", header_length, sizeof(*pkt));
+    }
+    memcpy(pkt, header, sizeof(*pkt));
+    if (AML_UNLIKELY(pkt->src >= (uint32_t) aml->size))
+        aml_fatal(aml, "malformed packet from an unknown rank: source %u out of range "
+                  "(size %d), type %s", pkt->src, aml->size, aml_pkt_name(pkt->type));
+    if (AML_UNLIKELY(pkt->type == 0 || pkt->type >= AML_PKT_TYPE_MAX))
+        aml_fatal_pkt(aml, pkt, "unknown packet type");
+    return sizeof(*pkt);
+}
+
 static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length,
                                void *data, size_t length, const ucp_am_recv_param_t * param)
 {
     aml_t *aml = arg;
     aml_pkt_t pkt;
     aml_peer_t *p;
+    size_t hsize;
 
-    if (AML_UNLIKELY(header_length < sizeof(aml_pkt_t)))
-        aml_fatal(aml, "malformed packet from an unknown rank: %zu-byte header is shorter "
-                  "than an aml packet header (%zu)", header_length, sizeof(aml_pkt_t));
-    memcpy(&pkt, header, sizeof(pkt));
-    if (AML_UNLIKELY(pkt.src >= (uint32_t) aml->size))
-        aml_fatal(aml, "malformed packet from an unknown rank: source %u out of range "
-                  "(size %d), type %s", pkt.src, aml->size, aml_pkt_name(pkt.type));
-    if (AML_UNLIKELY(pkt.type == 0 || pkt.type >= AML_PKT_TYPE_MAX))
-        aml_fatal_pkt(aml, &pkt, "unknown packet type");
+    /* fast path: a well-formed compact packet in sequence (anything else, including every
+     * malformed one, takes the checked path below) */
+    if (AML_LIKELY(header_length >= sizeof(aml_spkt_t) && length == 0 &&
+                   *(const uint8_t *) header == AML_PKT_ONE_SHORT)) {
+        aml_spkt_t s;
+        uint32_t src;
+        memcpy(&s, header, sizeof(s));
+        src = AML_SPKT_SRC(&s);
+        if (AML_LIKELY(src < (uint32_t) aml->size && s.handler < AML_H_TOTAL &&
+                       aml->handlers[s.handler].fn && s.uhdr_len <= aml->max_uhdr &&
+                       s.uhdr_len <= header_length - sizeof(s) &&
+                       !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))) {
+            p = &aml->peers[src];
+            if (AML_LIKELY(s.seq == (uint16_t) p->rx_seq && !p->ooo)) {
+                p->rx_seq++;
+                aml->in_dispatch++;
+                aml_onepacket_recv_compact(aml, &s, (const char *) header + sizeof(s),
+                                           header_length - sizeof(s));
+                aml->in_dispatch--;
+                return UCS_OK;
+            }
+        }
+    }
+
+    hsize = decode(aml, header, header_length, length, &pkt);
+
     /* only a UCX-rendezvous scout comes by UCX rendezvous; then data is UCP's descriptor */
     bool ucx_rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
     if (AML_UNLIKELY(ucx_rndv != (pkt.type == AML_PKT_RNDV_SCOUT && (pkt.flags & AML_PKTF_UCX))))
@@ -1017,8 +1103,8 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
     if (pkt.type == AML_PKT_ADAPT_DATA) {
         /* outside the sequence: placed by offset whenever it comes */
         aml->in_dispatch++;
-        aml_adaptive_recv_data(aml, &pkt, (const char *) header + sizeof(pkt),
-                               header_length - sizeof(pkt), data, length);
+        aml_adaptive_recv_data(aml, &pkt, (const char *) header + hsize, header_length - hsize,
+                               data, length);
         aml->in_dispatch--;
         return UCS_OK;
     }
@@ -1040,14 +1126,13 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
 
     aml->in_dispatch++;
     p->rx_seq++;
-    dispatch(aml, &pkt, (const char *) header + sizeof(pkt), header_length - sizeof(pkt), data,
-             length);
+    dispatch_pkt(aml, &pkt, hsize, header, header_length, data, length);
     while (p->ooo && p->ooo->seq == p->rx_seq) {
         aml_ooo_t *o = p->ooo;
         p->ooo = o->next;
-        memcpy(&pkt, o->hdr, sizeof(pkt));
+        hsize = decode(aml, o->hdr, o->hdr_len, o->len, &pkt);
         p->rx_seq++;
-        dispatch(aml, &pkt, o->hdr + sizeof(pkt), o->hdr_len - sizeof(pkt), o->data, o->len);
+        dispatch_pkt(aml, &pkt, hsize, o->hdr, o->hdr_len, o->data, o->len);
         free(o->hdr);
         free(o);
     }
@@ -1058,14 +1143,14 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
 
 /* ---- progress ------------------------------------------------------------------------- */
 
+/* One pass over the transports, as ch4:ucx does: draining until an empty pass cost a second
+ * ucp_worker_progress (every interface polled once more) after each arrival, about 0.02 us of
+ * a 0.4 us ping-pong. Callers that wait loop anyway. */
 int aml_progress(aml_t * aml)
 {
-    int n = 0;
     if (AML_UNLIKELY(aml->in_dispatch))
         return 0;       /* UCX forbids progressing the worker from its own callbacks */
-    while (ucp_worker_progress(aml->worker))
-        n++;
-    return n;
+    return (int) ucp_worker_progress(aml->worker);
 }
 
 int aml_arm(aml_t * aml)

@@ -172,8 +172,11 @@ static int t_handlers(rank_ctx_t * c)
     return 0;
 }
 
-static const size_t sizes[] = { 0, 1, 7, 8, 100, 4000, 8119, 8120, 8121, 8192, 20000, 65535,
-    65536, 65537, 200000, 1 << 20, 4 << 20, 16 << 20
+/* around every threshold with a 32-byte user header and the default 8248-byte packet:
+ * inline compact 216, compact one-packet 8208 (no target counter), full-header one-packet
+ * 8144 (t_sizes names one) */
+static const size_t sizes[] = { 0, 1, 7, 8, 100, 215, 216, 217, 4000, 8143, 8144, 8145, 8192,
+    8207, 8208, 8209, 20000, 65535, 65536, 65537, 200000, 1 << 20, 4 << 20, 16 << 20
 };
 
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
@@ -195,11 +198,15 @@ static int t_sizes(rank_ctx_t * c)
             if (c->rank == 0) {
                 msg_hdr_t h = { 0, salt, rx.next_seq[0]++, mode };
                 fill(data, n, 0, salt);
-                CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), data, n, NULL, &org, &cmpl));
+                /* mode 0 names a completion counter (full header), mode 1 none (compact
+                 * packets for one-packet sizes, sent from this buffer above the inline size) */
+                CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), data, n, NULL, &org,
+                                    mode ? NULL : &cmpl));
                 CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
                 /* reusable after the origin counter: scribble to catch late reads */
                 memset(data, 0xee, n);
-                CHECK_OK(aml_cntr_wait(c->aml, &cmpl, 1));
+                if (!mode)
+                    CHECK_OK(aml_cntr_wait(c->aml, &cmpl, 1));
             } else if (c->rank == 1) {
                 int idx = rx.checked++;
                 wait_done(c, idx + 1);
@@ -337,16 +344,22 @@ static int t_order(rank_ctx_t * c)
     return 0;
 }
 
-/* compact packets (small, no target counter) in a burst at a receiver that is not polling, so
- * UCX's FIFO fills and sends fall back to descriptors; interleaved with full-header packets
- * (target counter) and aml_amsend_small: order and contents hold */
+/* compact packets (no target counter) in a burst at a receiver that is not polling, so
+ * UCX's FIFO fills: inline ones fall back to descriptors, larger ones (sent from the caller's
+ * buffer) complete later; interleaved with full-header packets (target counter) and
+ * aml_amsend_small: order and contents hold, and inline buffers are free at once */
 static int t_compact_burst(rank_ctx_t * c)
 {
     const int nmsg = 5000;
+    const size_t maxn = 4000;
     aml_cntr_t org, tgt;
     uintptr_t tgts[2];
-    unsigned char data[256];
-    rx_setup(c, 256);
+    int64_t inl = 0;
+    unsigned char *data = malloc(nmsg * maxn), small[256];
+    rx_setup(c, maxn);
+    CHECK(data != NULL, "malloc");
+    CHECK_OK(aml_qenv(c->aml, AML_Q_INLINE_LIMIT, &inl));
+    CHECK(inl > (int64_t) sizeof(msg_hdr_t) && inl < 256, "inline limit %lld", (long long) inl);
     CHECK_OK(aml_cntr_init(c->aml, &org, 0));
     CHECK_OK(aml_cntr_init(c->aml, &tgt, 0));
     CHECK_OK(aml_address_init(c->aml, (uintptr_t) & tgt, tgts));
@@ -354,20 +367,24 @@ static int t_compact_burst(rank_ctx_t * c)
     if (c->rank == 0) {
         int norg = 0;
         for (int i = 0; i < nmsg; i++) {
-            size_t n = (size_t) (i * 37) % 209;      /* 16 + 32 + 208 = 256: all compact */
+            size_t n = (size_t) (i * 37) % (maxn + 1);
+            unsigned char *buf = data + (size_t) i * maxn;
             msg_hdr_t h = { 0, (uint64_t) i, (uint64_t) i, 0 };
-            fill(data, n, 0, (uint64_t) i);
+            if (i % 2 && sizeof(h) + n > (size_t) inl)
+                n %= (size_t) inl - sizeof(h) + 1;      /* aml_amsend_small: inline only */
+            fill(buf, n, 0, (uint64_t) i);
             if (i % 7 == 0) {
-                CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), data, n,
+                CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), buf, n,
                                     (aml_cntr_t *) tgts[1], &org, NULL));
                 norg++;
             } else if (i % 2) {
-                CHECK_OK(aml_amsend_small(c->aml, 1, 3, &h, sizeof(h), data, n));
+                memcpy(small, buf, n);
+                CHECK_OK(aml_amsend_small(c->aml, 1, 3, &h, sizeof(h), small, n));
+                memset(small, 0xee, sizeof(small));     /* free at once */
             } else {
-                CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), data, n, NULL, &org, NULL));
+                CHECK_OK(aml_amsend(c->aml, 1, 3, &h, sizeof(h), buf, n, NULL, &org, NULL));
                 norg++;
             }
-            memset(data, 0xee, sizeof(data));   /* the buffer is free at once */
         }
         CHECK_OK(aml_cntr_wait(c->aml, &org, norg));
     } else {
@@ -378,11 +395,12 @@ static int t_compact_burst(rank_ctx_t * c)
         CHECK(aml_cntr_get(&tgt) == (nmsg + 6) / 7, "target counter %lld",
               (long long) aml_cntr_get(&tgt));
     }
-    CHECK(aml_amsend_small(c->aml, 1 - c->rank, 3, NULL, 0, data, 1 << 20) == AML_ERR_INVAL,
-          "aml_amsend_small accepted more than one packet");
+    CHECK(aml_amsend_small(c->aml, 1 - c->rank, 3, NULL, 0, data, (size_t) inl + 1) ==
+          AML_ERR_INVAL, "aml_amsend_small accepted more than the inline limit");
     CHECK(aml_amsend_small(c->aml, 5, 3, NULL, 0, data, 1) == AML_ERR_INVAL,
           "aml_amsend_small accepted peer 5 of 2");
     CHECK_OK(aml_barrier(c->aml));
+    free(data);
     return 0;
 }
 
@@ -492,7 +510,12 @@ static int t_env(rank_ctx_t * c)
     CHECK_OK(aml_qenv(c->aml, AML_Q_SIZE, &v));
     CHECK(v == c->size, "size");
     CHECK_OK(aml_qenv(c->aml, AML_Q_PACKET_SIZE, &v));
-    CHECK(v == 8192, "packet size %lld", (long long) v);
+    CHECK(v == 8248, "packet size %lld", (long long) v);
+    CHECK_OK(aml_qenv(c->aml, AML_Q_ONEPACKET_LIMIT, &v));
+    CHECK(v == 8248 - (int64_t) sizeof(aml_spkt_t), "one-packet limit %lld", (long long) v);
+    CHECK_OK(aml_qenv(c->aml, AML_Q_INLINE_LIMIT, &v));
+    CHECK(v == AML_COMPACT_MAX - (int64_t) sizeof(aml_spkt_t), "inline limit %lld",
+          (long long) v);
     CHECK_OK(aml_qenv(c->aml, AML_Q_MAX_UHDR, &v));
     CHECK(v >= 256 && v <= AML_UHDR_LIMIT, "max uhdr %lld", (long long) v);
     CHECK_OK(aml_senv(c->aml, AML_Q_EAGER_LIMIT, 1234));
@@ -759,7 +782,8 @@ static void mk_short_handler(aml_pkt_t * p, char *x, size_t * h, size_t * d)
 static void mk_short_payload(aml_pkt_t * p, char *x, size_t * h, size_t * d)
 {
     mk_spkt(p, 3, (uint16_t) p->seq, h);
-    *d = 4;             /* a compact packet's data is inside UCX's header */
+    *h += 4;            /* data after the user header inside UCX's header ... */
+    *d = 4;             /* ... and as UCX payload: one of them, never both */
 }
 
 static void mk_short_seq(aml_pkt_t * p, char *x, size_t * h, size_t * d)
@@ -808,8 +832,8 @@ static const bad_case_t bad_cases[] = {
     {"bad_cntr", "type ONE (1): target counter 0x12345678 is not a counter", mk_cntr},
     {"bad_seq", "type ONE (1): stale sequence number", mk_seq},
     {"bad_short_handler", "type ONE_SHORT (17): handler 9 is not registered", mk_short_handler},
-    {"bad_short_payload", "type ONE_SHORT (17): 8-byte packet with a 0-byte user header and 4 "
-     "bytes of UCX payload", mk_short_payload},
+    {"bad_short_payload", "type ONE_SHORT (17): 12-byte header with a 0-byte user header and 4 "
+     "bytes of UCX payload: data in both", mk_short_payload},
     {"bad_short_seq", "type ONE_SHORT (17): stale sequence number", mk_short_seq},
     {"bad_tiny", "from an unknown rank: 6-byte header is shorter than the smallest aml packet "
      "header", mk_tiny},

@@ -17,15 +17,17 @@ cvars:
     - name        : MPIR_CVAR_AMLAPI_PACKET_SIZE
       category    : CH4_AMLAPI
       type        : int
-      default     : 8192
+      default     : 8248
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Largest aml packet in bytes (packet header, user header and data). A message whose
         header and data fit one packet uses the one-packet protocol; longer eager messages
-        are cut into packets of this size. Default: one UCX bcopy segment on shm and tcp.
-        Range 512 to 1048576.
+        are cut into packets of this size. Default: UCX's shared-memory bcopy segment (8256)
+        less UCP's 8-byte AM header, so an 8 KiB MPI message is one packet (measured: 8 KiB
+        latency 1.72 vs 2.25 us, bandwidth 11.4 vs 8.5 GB/s against 8192). Over TCP (8 KiB
+        segments) UCX splits such a packet in two; set 8184 there. Range 512 to 1048576.
 
     - name        : MPIR_CVAR_AMLAPI_EAGER_LIMIT
       category    : CH4_AMLAPI

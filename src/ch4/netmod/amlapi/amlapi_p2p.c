@@ -80,9 +80,9 @@ static struct {
     MPIDI_AMLAPI_ue_t *ue_head, *ue_tail;
     uint32_t next_msg_id;       /* wraps; an id is only compared among one sender's
                                  * sends still waiting for an answer */
-    /* largest data of a send that aml carries in one packet (completes at injection); -1
-     * when a protocol is forced */
-    MPI_Aint onepacket_max;
+    /* largest data of a send aml copies before returning (aml_amsend_small: completes at
+     * injection, no request); -1 when a protocol is forced */
+    MPI_Aint inline_max;
     /* sends waiting for a SYNC_ACK or CANCEL_ACK, by msg_id */
     struct wait_ent {
         struct wait_ent *next;
@@ -497,10 +497,11 @@ int MPIDI_AMLAPI_send(const void *buf, MPI_Aint count, MPI_Datatype datatype, in
     h.src = comm->rank;
     h.context_id = comm->context_id + context_offset;
 
-    if (likely(!sync && (dt_contig || data_sz == 0) && data_sz <= p2p.onepacket_max)) {
-        /* one-packet: aml copies envelope and data before returning, so this completes at
-         * injection: no request object (MPICH's shared completed request), no allocation on
-         * either side, and no message id (nothing can wait for it) */
+    if (likely(!sync && (dt_contig || data_sz == 0) && data_sz <= p2p.inline_max)) {
+        /* small one-packet: aml copies envelope and data before returning, so this completes
+         * at injection: no request object (MPICH's shared completed request), no allocation
+         * on either side, and no message id (nothing can wait for it). Larger one-packet
+         * messages go below with a request: aml sends them from the user's buffer. */
         h.flags = 0;
         rc = aml_amsend_small(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_world_rank(comm, rank),
                               MPIDI_AMLAPI_H_P2P, &h, MPIDI_AMLAPI_P2P_HDR_NOID,
@@ -780,14 +781,12 @@ int MPIDI_AMLAPI_p2p_init(void)
     static const char *const proto[4] = { "onepacket", "eager", "adaptive", "rndv" };
     static char names[8][48];
 
-    int64_t onepacket, forced;
+    int64_t inl;
     memset(&p2p, 0, sizeof(p2p));
-    rc = aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_ONEPACKET_LIMIT, &onepacket);
+    rc = aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_INLINE_LIMIT, &inl);
     MPIDI_AMLAPI_CHK(rc, "aml_qenv");
-    rc = aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_PROTOCOL, &forced);
-    MPIDI_AMLAPI_CHK(rc, "aml_qenv");
-    p2p.onepacket_max = forced == AML_PROTO_AUTO ?
-        (MPI_Aint) onepacket - (MPI_Aint) sizeof(MPIDI_AMLAPI_p2p_hdr_t) : -1;
+    /* 0 when a protocol is forced or compact packets are off: then every send has a request */
+    p2p.inline_max = inl > 0 ? (MPI_Aint) inl - (MPI_Aint) MPIDI_AMLAPI_P2P_HDR_NOID : -1;
     rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_P2P, p2p_handler, NULL);
     MPIDI_AMLAPI_CHK(rc, "aml_register_handler");
     rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_CTRL, ctrl_handler, NULL);

@@ -59,7 +59,7 @@ typedef void (*aml_fatal_fn_t) (void *arg, const char *msg);
 typedef struct aml_config {
     int rank;                   /* this process, 0 <= rank < size */
     int size;
-    size_t packet_size;         /* bytes per packet incl. headers; 0 = default (8192) */
+    size_t packet_size;         /* bytes per packet incl. headers; 0 = default (8248) */
     size_t eager_limit;         /* data bytes above which rendezvous is used (default 12288) */
     int protocol;               /* aml_proto_t: AML_PROTO_AUTO, _EAGER, _RNDV or _ADAPTIVE */
     int adaptive_credits;       /* unconfirmed adaptive messages per peer (0..1024); 0 turns
@@ -102,7 +102,9 @@ typedef enum {
     AML_Q_SIZE,                 /* get */
     AML_Q_PACKET_SIZE,          /* get */
     AML_Q_MAX_UHDR,             /* get: largest user header */
-    AML_Q_ONEPACKET_LIMIT,      /* get: largest data of a one-packet message (0 B header) */
+    AML_Q_ONEPACKET_LIMIT,      /* get: largest data of a one-packet message naming no
+                                 * counter (0 B user header) */
+    AML_Q_INLINE_LIMIT,         /* get: largest user header + data of aml_amsend_small */
     AML_Q_EAGER_LIMIT,          /* get/set */
     AML_Q_PROTOCOL,             /* get/set: aml_proto_t forced protocol or AUTO */
     AML_Q_PROGRESS_MODE,        /* get */
@@ -204,10 +206,10 @@ static inline int aml_amsend(aml_t * aml, int peer, unsigned handler, const void
     return aml_xfer(aml, &x);
 }
 
-/* aml_amsend with no counters for a message that fits one packet (AML_Q_ONEPACKET_LIMIT):
- * the lean path for small messages. uhdr and data are copied before it returns, so the
- * caller's buffers are free at once (LAPI's "completes at injection"). AML_ERR_INVAL when the
- * message does not fit one packet, or when a protocol other than one-packet is forced. */
+/* aml_amsend with no counters for a small message (user header + data up to
+ * AML_Q_INLINE_LIMIT, under 256 bytes): the lean path. uhdr and data are copied before it
+ * returns, so the caller's buffers are free at once (LAPI's "completes at injection").
+ * AML_ERR_INVAL when the message is larger, or when a protocol is forced. */
 int aml_amsend_small(aml_t * aml, int peer, unsigned handler, const void *uhdr,
                      size_t uhdr_len, const void *data, size_t len);
 

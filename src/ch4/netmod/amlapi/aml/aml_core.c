@@ -167,7 +167,7 @@ aml_hent_t *aml_htab_pop(aml_htab_t * t)
 void aml_config_default(aml_config_t * cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->packet_size = 8192;
+    cfg->packet_size = 8248;     /* UCX shm bcopy segment (8256) less UCP's AM header */
     cfg->eager_limit = 12288;   /* MPIR_CVAR_AMLAPI_EAGER_LIMIT says why */
     cfg->protocol = AML_PROTO_AUTO;
     cfg->adaptive_credits = 32;
@@ -194,7 +194,12 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
             *val = (int64_t) aml->max_uhdr;
             break;
         case AML_Q_ONEPACKET_LIMIT:
-            *val = (int64_t) (aml->packet_size - sizeof(aml_pkt_t));
+            *val = (int64_t) (aml->packet_size -
+                              (aml->compact ? sizeof(aml_spkt_t) : sizeof(aml_pkt_t)));
+            break;
+        case AML_Q_INLINE_LIMIT:
+            *val = aml->compact && aml->protocol == AML_PROTO_AUTO ?
+                (int64_t) (aml->compact_max - sizeof(aml_spkt_t)) : 0;
             break;
         case AML_Q_EAGER_LIMIT:
             *val = (int64_t) aml->eager_limit;
@@ -287,7 +292,7 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->cfg = *cfg;
     aml->rank = cfg->rank;
     aml->size = cfg->size;
-    aml->packet_size = cfg->packet_size ? cfg->packet_size : 8192;
+    aml->packet_size = cfg->packet_size ? cfg->packet_size : 8248;
     aml->eager_limit = cfg->eager_limit;
     aml->protocol = cfg->protocol;
     aml->adaptive_credits = cfg->adaptive_credits;
@@ -340,8 +345,7 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->max_uhdr &= ~(size_t) 7;
     aml->compact_max = wattr.max_am_header < AML_COMPACT_MAX ? wattr.max_am_header :
         AML_COMPACT_MAX;
-    if (cfg->size > AML_COMPACT_MAX_RANKS)
-        aml->compact_max = 0;   /* the compact header has 24 bits of source rank */
+    aml->compact = cfg->size <= AML_COMPACT_MAX_RANKS;  /* 24 bits of source rank */
     aml->sdesc_size = sizeof(aml_sdesc_t) + aml->packet_size;
 
     memset(&hparam, 0, sizeof(hparam));
@@ -623,6 +627,8 @@ aml_sdesc_t *aml_sdesc_get(aml_t * aml)
     }
     d->aml = aml;
     d->msg = NULL;
+    d->org_cntr = NULL;
+    d->org_fn = NULL;
     return d;
 }
 
@@ -663,10 +669,16 @@ void aml_stat(aml_t * aml, int proto, size_t len)
 static void send_done(aml_t * aml, aml_sdesc_t * d)
 {
     aml_smsg_t *m = d->msg;
+    aml_cntr_t *org_cntr = d->org_cntr;
+    aml_compl_fn_t org_fn = d->org_fn;
+    void *org_arg = d->org_arg;
     aml->tx_inflight--;
     aml_sdesc_put(aml, d);
     if (m)
         aml_smsg_event_done(aml, m, true);
+    aml_cntr_incr(org_cntr);
+    if (org_fn)
+        org_fn(aml, org_arg);
 }
 
 static void send_cb(void *request, ucs_status_t status, void *user_data)
@@ -810,7 +822,7 @@ int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x)
     proto = x->protocol != AML_PROTO_AUTO ? x->protocol : aml->protocol;
     switch (proto) {
         case AML_PROTO_AUTO:
-            if (sizeof(aml_pkt_t) + x->uhdr_len + x->len <= aml->packet_size)
+            if (aml_fits_onepacket(aml, x))
                 return aml_onepacket_send(aml, x);
             if (x->len > aml->eager_limit)
                 return aml_rndv_send(aml, x);
@@ -824,7 +836,7 @@ int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x)
                 return aml_adaptive_send(aml, x);
             return x->len ? aml_rndv_send(aml, x) : aml_onepacket_send(aml, x);
         case AML_PROTO_ONEPACKET:
-            if (sizeof(aml_pkt_t) + x->uhdr_len + x->len > aml->packet_size)
+            if (!aml_fits_onepacket(aml, x))
                 return AML_ERR_INVAL;
             return aml_onepacket_send(aml, x);
         case AML_PROTO_EAGER:
@@ -979,7 +991,7 @@ static void dispatch_pkt(aml_t * aml, const aml_pkt_t * pkt, size_t hsize, const
                          size_t header_length, const void *data, size_t len)
 {
     const char *rest = header + hsize;
-    if (pkt->type == AML_PKT_ONE_SHORT)     /* user header, then the data (decode checked) */
+    if (pkt->type == AML_PKT_ONE_SHORT && !len)     /* user header, then the data */
         dispatch(aml, pkt, rest, pkt->uhdr_len, rest + pkt->uhdr_len, pkt->msg_len);
     else
         dispatch(aml, pkt, rest, header_length - hsize, data, len);
@@ -1031,11 +1043,12 @@ static size_t decode(aml_t * aml, const void *header, size_t header_length, size
         pkt->uhdr_len = s.uhdr_len;
         pkt->seq = aml_seq_extend(aml->peers[pkt->src].rx_seq, s.seq);
         pkt->proto = AML_PROTO_ONEPACKET;
-        /* the data follows the user header inside UCX's header */
-        if (AML_UNLIKELY(length || s.uhdr_len > header_length - sizeof(s)))
-            aml_fatal_pkt(aml, pkt, "%zu-byte packet with a %u-byte user header and %zu bytes "
-                          "of UCX payload", header_length, s.uhdr_len, length);
-        pkt->msg_len = header_length - sizeof(s) - s.uhdr_len;
+        /* the data follows the user header inside UCX's header, or is UCX's payload */
+        if (AML_UNLIKELY(s.uhdr_len > header_length - sizeof(s) ||
+                         (length && header_length != sizeof(s) + s.uhdr_len)))
+            aml_fatal_pkt(aml, pkt, "%zu-byte header with a %u-byte user header and %zu bytes "
+                          "of UCX payload: data in both", header_length, s.uhdr_len, length);
+        pkt->msg_len = length ? length : header_length - sizeof(s) - s.uhdr_len;
         return sizeof(s);
     }
     if (AML_UNLIKELY(header_length < sizeof(*pkt))) {
@@ -1070,7 +1083,7 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
 
     /* fast path: a well-formed compact packet in sequence (anything else, including every
      * malformed one, takes the checked path below) */
-    if (AML_LIKELY(header_length >= sizeof(aml_spkt_t) && length == 0 &&
+    if (AML_LIKELY(header_length >= sizeof(aml_spkt_t) &&
                    *(const uint8_t *) header == AML_PKT_ONE_SHORT)) {
         aml_spkt_t s;
         uint32_t src;
@@ -1079,13 +1092,18 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         if (AML_LIKELY(src < (uint32_t) aml->size && s.handler < AML_H_TOTAL &&
                        aml->handlers[s.handler].fn && s.uhdr_len <= aml->max_uhdr &&
                        s.uhdr_len <= header_length - sizeof(s) &&
+                       (!length || header_length == sizeof(s) + s.uhdr_len) &&
                        !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))) {
             p = &aml->peers[src];
             if (AML_LIKELY(s.seq == (uint16_t) p->rx_seq && !p->ooo)) {
+                const char *uhdr = (const char *) header + sizeof(s);
                 p->rx_seq++;
                 aml->in_dispatch++;
-                aml_onepacket_recv_compact(aml, &s, (const char *) header + sizeof(s),
-                                           header_length - sizeof(s));
+                if (length)
+                    aml_onepacket_recv_compact(aml, &s, uhdr, data, length);
+                else
+                    aml_onepacket_recv_compact(aml, &s, uhdr, uhdr + s.uhdr_len,
+                                               header_length - sizeof(s) - s.uhdr_len);
                 aml->in_dispatch--;
                 return UCS_OK;
             }

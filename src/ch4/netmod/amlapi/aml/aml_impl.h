@@ -65,9 +65,10 @@ typedef struct aml_pkt {
     uint64_t aux1;              /* RMW: operand 1 */
 } aml_pkt_t;
 
-/* Compact packet: a one-packet message that names no counter and wants no CMPL, at most
- * AML_COMPACT_MAX bytes in all. Wire format: aml_spkt_t | uhdr | data, all in UCX's AM
- * header, UCX payload empty. Why so small: UCX's shared-memory FIFO element has a 28-byte
+/* Compact packet: a one-packet message that names no counter and wants no CMPL. Wire format:
+ * aml_spkt_t | uhdr | data, all in UCX's AM header, up to AML_COMPACT_MAX bytes ("inline":
+ * built on the stack); larger ones carry the data as UCX's payload, sent from the caller's
+ * buffer (never both). Why the header is so small: UCX's shared-memory FIFO element has a 28-byte
  * header, so the first cache line holds 36 bytes of UCX data, UCP's own AM header takes 8 of
  * them, and a message that spills into the second line costs the receiver a second
  * cache-line transfer (ucx_perftest ucp_am_lat: 0.28 us at 28 bytes, 0.35 at 29). With this
@@ -86,7 +87,7 @@ typedef struct aml_spkt {
     uint16_t seq;               /* low 16 bits of the per-peer sequence number */
 } aml_spkt_t;
 
-#define AML_COMPACT_MAX 256
+#define AML_COMPACT_MAX 256     /* built on the stack, sent inline or copied: the "inline" size */
 #define AML_COMPACT_MAX_RANKS (1 << 24)
 #define AML_SPKT_SRC(s) ((uint32_t) (s)->src_hi << 16 | (s)->src_lo)
 
@@ -156,6 +157,9 @@ typedef struct aml_sdesc {
     struct aml_sdesc *next;     /* free list */
     aml_t *aml;
     aml_smsg_t *msg;            /* owner, or NULL */
+    aml_cntr_t *org_cntr;       /* compact packet sent from the caller's buffer: origin */
+    aml_compl_fn_t org_fn;      /* completion when UCX is done with it */
+    void *org_arg;
     int peer;
     size_t hdr_len;
     union {
@@ -239,6 +243,7 @@ typedef struct aml_reply_wait {
 
 struct aml {
     aml_config_t cfg;
+    bool compact;               /* compact packets usable (fewer than 2^24 ranks) */
     int rank, size;
     size_t packet_size;
     size_t max_uhdr;
@@ -300,6 +305,20 @@ int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *da
 int aml_send_desc_flags(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len,
                         uint32_t am_flags);
 
+/* Whether x goes as a compact packet when it fits a packet (no counter, small ids). */
+static inline bool aml_compact_ok(const aml_t * aml, const aml_xfer_t * x)
+{
+    return aml->compact && !x->tgt_cntr && !x->cmpl_cntr && x->handler <= UINT8_MAX &&
+        x->uhdr_len <= UINT8_MAX;
+}
+
+/* Whether x fits one packet: compact header, else the full one. */
+static inline bool aml_fits_onepacket(const aml_t * aml, const aml_xfer_t * x)
+{
+    size_t h = aml_compact_ok(aml, x) ? sizeof(aml_spkt_t) : sizeof(aml_pkt_t);
+    return h + x->uhdr_len + x->len <= aml->packet_size;
+}
+
 static inline ucp_ep_h aml_lane(aml_t * aml, int peer, unsigned lane)
 {
     lane %= (unsigned) aml->lanes;
@@ -329,8 +348,8 @@ void aml_stat(aml_t * aml, int proto, size_t len);
 int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x);
 void aml_onepacket_recv(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr, const void *data,
                         size_t len);
-void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *rest,
-                                size_t rest_len);
+void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *uhdr,
+                                const char *data, size_t len);
 int aml_eager_send(aml_t * aml, const aml_xfer_t * x);
 void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                           const void *data, size_t len);

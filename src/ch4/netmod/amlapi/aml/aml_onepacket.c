@@ -1,28 +1,41 @@
 /*
  * One-packet protocol (seed 002 Table 1): packet header, user header and data fit one
- * packet. The data is copied (into the send descriptor, or into the transport at once), so
- * the origin buffer is reusable when the send returns ("completes at injection"); no request
- * object, no allocation beyond the descriptor free list on either side. The copy is what keeps
- * this nonblocking: sending from the caller's buffer and waiting while UCX holds it
- * (backpressure from a receiver that does not poll) blocked MPI_Isend, which MPICH's
- * pt2pt/sendrecv3 catches; it saved ~3% at 8 KB. The receiver's header handler sees the data
- * in place and may consume it directly.
+ * packet; no request object, no allocation beyond the descriptor free list on either side.
+ * The receiver's header handler sees the data in place and may consume it directly.
+ * A full-header packet (a counter is named) copies the data into its send descriptor, so the
+ * origin completes at injection. Small compact packets are copied into the transport at once
+ * (send_inline), so they complete at injection too; larger ones go from the caller's buffer
+ * and complete when UCX has taken the data: an embedder must not wait for that inside a call
+ * that has to return (MPI_Isend: the glue keeps a request, see MPICH's pt2pt/sendrecv3).
  *
- * A small message naming no counter (every small MPI message) travels as a compact packet
- * (aml_spkt_t): it keeps small MPI messages inside UCX's inline limit, and it has lean paths
- * on both sides (aml_amsend_small, aml_onepacket_recv_compact).
+ * A message naming no counter (every MPI message) travels as a compact packet (aml_spkt_t):
+ * it keeps small MPI messages inside UCX's inline limit and within one cache line, it has lean
+ * paths on both sides (aml_amsend_small, aml_onepacket_recv_compact), and above the inline
+ * size it goes from the caller's buffer without a copy of ours (send_zcopy): the origin then
+ * completes when UCX has taken the data, at once unless the peer's FIFO is full.
  */
 #include "aml_impl.h"
 #include <string.h>
 
-/* A compact packet, [aml_spkt_t | uhdr | data] as UCX's AM header with no UCX payload: one
- * contiguous header, so UCX's inline send copies two pieces (its own header and ours), and the
- * receiver finds the user header 8-byte aligned. Built on the stack and sent with
- * UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: UCX either copies it into the transport at once or refuses
- * (full FIFO, or above the inline size); only then does it go by a send descriptor, which
- * lives until UCX completes it. */
-static int send_compact(aml_t * aml, int peer, unsigned handler, const void *uhdr,
-                        size_t uhdr_len, const void *data, size_t len)
+static inline void spkt_fill(aml_t * aml, aml_spkt_t * s, aml_peer_t * p, unsigned handler,
+                             size_t uhdr_len)
+{
+    s->type = AML_PKT_ONE_SHORT;
+    s->handler = (uint8_t) handler;
+    s->uhdr_len = (uint8_t) uhdr_len;
+    s->src_hi = (uint8_t) (aml->rank >> 16);
+    s->src_lo = (uint16_t) aml->rank;
+    s->seq = (uint16_t) p->tx_seq++;
+}
+
+/* An inline compact packet, [aml_spkt_t | uhdr | data] as UCX's AM header with no UCX
+ * payload: one contiguous header, so UCX's inline send copies two pieces (its own header and
+ * ours), and the receiver finds the user header right after ours. Built on the stack and sent
+ * with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: UCX either copies it into the transport at once or
+ * refuses (full FIFO, or above the inline size); only then does it go by a send descriptor,
+ * which lives until UCX completes it. Either way the caller's buffers are free on return. */
+static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr,
+                       size_t uhdr_len, const void *data, size_t len)
 {
     uint64_t buf[AML_COMPACT_MAX / 8];
     aml_spkt_t *s = (aml_spkt_t *) buf;
@@ -32,12 +45,7 @@ static int send_compact(aml_t * aml, int peer, unsigned handler, const void *uhd
     ucs_status_ptr_t r;
     aml_sdesc_t *d;
 
-    s->type = AML_PKT_ONE_SHORT;
-    s->handler = (uint8_t) handler;
-    s->uhdr_len = (uint8_t) uhdr_len;
-    s->src_hi = (uint8_t) (aml->rank >> 16);
-    s->src_lo = (uint16_t) aml->rank;
-    s->seq = (uint16_t) p->tx_seq++;
+    spkt_fill(aml, s, p, handler, uhdr_len);
     if (uhdr_len)
         memcpy(s + 1, uhdr, uhdr_len);
     if (len)
@@ -61,24 +69,41 @@ static int send_compact(aml_t * aml, int peer, unsigned handler, const void *uhd
     return aml_send_desc_flags(aml, d, p->ep, NULL, 0, UCP_AM_SEND_FLAG_EAGER);
 }
 
+/* A compact packet above the inline size: [aml_spkt_t | uhdr] in a descriptor, the data sent
+ * as UCX's payload straight from the caller's buffer. UCX copies it into the transport at
+ * once unless the peer's FIFO is full; the origin completes when UCX is done with it, which
+ * is before this returns in the common case (no copy of ours, unlike the full-header path). */
+static int send_zcopy(aml_t * aml, const aml_xfer_t * x)
+{
+    aml_sdesc_t *d = aml_sdesc_get(aml);
+    aml_peer_t *p = &aml->peers[x->peer];
+    aml_spkt_t *s;
+
+    if (AML_UNLIKELY(!d))
+        return AML_ERR_NOMEM;
+    s = (aml_spkt_t *) & d->u.pkt;
+    spkt_fill(aml, s, p, x->handler, x->uhdr_len);
+    if (x->uhdr_len)
+        memcpy(s + 1, x->uhdr, x->uhdr_len);
+    d->peer = x->peer;
+    d->hdr_len = sizeof(*s) + x->uhdr_len;
+    d->org_cntr = x->org_cntr;
+    d->org_fn = x->org_fn;
+    d->org_arg = x->org_arg;
+    aml_stat(aml, AML_PROTO_ONEPACKET, x->len);
+    return aml_send_desc_flags(aml, d, p->ep, x->data, x->len, UCP_AM_SEND_FLAG_EAGER);
+}
+
 int aml_amsend_small(aml_t * aml, int peer, unsigned handler, const void *uhdr,
                      size_t uhdr_len, const void *data, size_t len)
 {
     if (AML_UNLIKELY(!aml || !aml->connected || peer < 0 || peer >= aml->size ||
                      handler >= AML_MAX_HANDLERS || uhdr_len > aml->max_uhdr ||
-                     (uhdr_len && !uhdr) || (len && !data) ||
-                     sizeof(aml_pkt_t) + uhdr_len + len > aml->packet_size))
+                     (uhdr_len && !uhdr) || (len && !data) || !aml->compact ||
+                     uhdr_len > UINT8_MAX || aml->protocol != AML_PROTO_AUTO ||
+                     sizeof(aml_spkt_t) + uhdr_len + len > aml->compact_max))
         return AML_ERR_INVAL;
-    if (AML_LIKELY(sizeof(aml_spkt_t) + uhdr_len + len <= aml->compact_max &&
-                   uhdr_len <= UINT8_MAX && aml->protocol == AML_PROTO_AUTO))
-        return send_compact(aml, peer, handler, uhdr, uhdr_len, data, len);
-    /* the general path copies one-packet data too: the buffers are free on return */
-    aml_xfer_t x = { peer, handler, uhdr, uhdr_len, data, len, NULL, NULL, NULL, NULL, NULL,
-        AML_PROTO_AUTO
-    };
-    if (aml->protocol != AML_PROTO_AUTO && aml->protocol != AML_PROTO_ONEPACKET)
-        return AML_ERR_INVAL;   /* a forced protocol may keep the data: use aml_xfer */
-    return aml_onepacket_send(aml, &x);
+    return send_inline(aml, peer, handler, uhdr, uhdr_len, data, len);
 }
 
 int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x)
@@ -87,9 +112,10 @@ int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x)
     char *payload;
     int rc;
 
-    if (!x->cmpl_cntr && !x->tgt_cntr && x->handler <= UINT8_MAX && x->uhdr_len <= UINT8_MAX &&
-        sizeof(aml_spkt_t) + x->uhdr_len + x->len <= aml->compact_max) {
-        rc = send_compact(aml, x->peer, x->handler, x->uhdr, x->uhdr_len, x->data, x->len);
+    if (aml_compact_ok(aml, x)) {
+        if (sizeof(aml_spkt_t) + x->uhdr_len + x->len > aml->compact_max)
+            return send_zcopy(aml, x);
+        rc = send_inline(aml, x->peer, x->handler, x->uhdr, x->uhdr_len, x->data, x->len);
         if (rc != AML_OK)
             return rc;
         aml_cntr_incr(x->org_cntr);
@@ -136,15 +162,15 @@ int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x)
 }
 
 /* The dispatcher's fast path: a compact packet, in sequence, whose handler and lengths it
- * checked. rest = user header then data. No counter, no CMPL, no aml_pkt_t to fill. */
-void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *rest,
-                                size_t rest_len)
+ * checked; data and len: in UCX's header after the user header, or UCX's payload. No counter,
+ * no CMPL, no aml_pkt_t to fill. */
+void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *uhdr,
+                                const char *data, size_t len)
 {
     const aml_handler_t *h = &aml->handlers[s->handler];
     uint64_t aligned[AML_MAX_UHDR / 8];
     aml_msg_info_t info;
     aml_recv_t recv;
-    const char *uhdr = rest;
 
     if (((uintptr_t) uhdr & 7) && s->uhdr_len) {
         memcpy(aligned, uhdr, s->uhdr_len);
@@ -153,8 +179,8 @@ void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *r
     info.src = (int) AML_SPKT_SRC(s);
     info.uhdr = s->uhdr_len ? uhdr : NULL;
     info.uhdr_len = s->uhdr_len;
-    info.msg_len = rest_len - s->uhdr_len;
-    info.data = rest + s->uhdr_len;
+    info.msg_len = len;
+    info.data = data;
     info.protocol = AML_PROTO_ONEPACKET;
     info.msg = NULL;
     recv.buf = NULL;

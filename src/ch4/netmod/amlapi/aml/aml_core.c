@@ -676,9 +676,7 @@ static void send_done(aml_t * aml, aml_sdesc_t * d)
     aml_sdesc_put(aml, d);
     if (m)
         aml_smsg_event_done(aml, m, true);
-    aml_cntr_incr(org_cntr);
-    if (org_fn)
-        org_fn(aml, org_arg);
+    aml_org_done(aml, org_cntr, org_fn, org_arg);     /* zero-copy compact packet */
 }
 
 static void send_cb(void *request, ucs_status_t status, void *user_data)
@@ -774,9 +772,7 @@ void aml_smsg_org_complete(aml_t * aml, aml_smsg_t * m)
     if (m->org_done)
         return;
     m->org_done = true;
-    aml_cntr_incr(m->org_cntr);
-    if (m->org_fn)
-        m->org_fn(aml, m->org_arg);
+    aml_org_done(aml, m->org_cntr, m->org_fn, m->org_arg);
 }
 
 /* One of the message's events finished: a packet send or the rendezvous DONE (org_event:

@@ -342,6 +342,14 @@ void aml_deliver(aml_t * aml, const aml_recv_t * recv, size_t offset, const void
 void aml_rx_complete(aml_t * aml, int src, aml_cntr_t * tgt_cntr, const aml_recv_t * recv,
                      bool want_cmpl, uint64_t msg_id, bool counted);
 void aml_cntr_incr(aml_cntr_t * c);
+
+/* The origin may reuse its buffer: origin counter, then origin handler. */
+static inline void aml_org_done(aml_t * aml, aml_cntr_t * c, aml_compl_fn_t fn, void *arg)
+{
+    aml_cntr_incr(c);
+    if (fn)
+        fn(aml, arg);
+}
 void aml_stat(aml_t * aml, int proto, size_t len);
 
 /* protocols: one file each */

@@ -116,12 +116,9 @@ int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x)
         if (sizeof(aml_spkt_t) + x->uhdr_len + x->len > aml->compact_max)
             return send_zcopy(aml, x);
         rc = send_inline(aml, x->peer, x->handler, x->uhdr, x->uhdr_len, x->data, x->len);
-        if (rc != AML_OK)
-            return rc;
-        aml_cntr_incr(x->org_cntr);
-        if (x->org_fn)
-            x->org_fn(aml, x->org_arg);
-        return AML_OK;
+        if (rc == AML_OK)
+            aml_org_done(aml, x->org_cntr, x->org_fn, x->org_arg);
+        return rc;
     }
     d = aml_sdesc_get(aml);
     if (AML_UNLIKELY(!d))
@@ -155,9 +152,7 @@ int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x)
     if (rc != AML_OK)
         return rc;
     /* the data was copied: the origin may reuse its buffer now */
-    aml_cntr_incr(x->org_cntr);
-    if (x->org_fn)
-        x->org_fn(aml, x->org_arg);
+    aml_org_done(aml, x->org_cntr, x->org_fn, x->org_arg);
     return AML_OK;
 }
 
@@ -191,12 +186,7 @@ void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *u
         aml_fatal(aml, "header handler %u %s a %s message of %zu bytes from rank %u",
                   s->handler, recv.defer ? "deferred" : "refused",
                   aml_pkt_name(AML_PKT_ONE_SHORT), info.msg_len, AML_SPKT_SRC(s));
-    if (info.msg_len) {
-        if (recv.buf)
-            memcpy(recv.buf, info.data, info.msg_len);
-        else if (recv.unpack)
-            recv.unpack(recv.unpack_arg, 0, info.data, info.msg_len);
-    }
+    aml_deliver(aml, &recv, 0, data, len);
     if (recv.compl_fn)
         recv.compl_fn(aml, recv.compl_arg);
 }

@@ -175,8 +175,12 @@ static int t_handlers(rank_ctx_t * c)
 /* around every threshold with a 32-byte user header and the default 8248-byte packet:
  * inline compact 216, compact one-packet 8208 (no target counter), full-header one-packet
  * 8144 (t_sizes names one) */
-static const size_t sizes[] = { 0, 1, 7, 8, 100, 215, 216, 217, 4000, 8143, 8144, 8145, 8192,
-    8207, 8208, 8209, 20000, 65535, 65536, 65537, 200000, 1 << 20, 4 << 20, 16 << 20
+/* around the limits with this test's 32-byte user header: inline (216), one packet (8144
+ * full header, 8208 compact), eager's first and second packet (8144 and 16320 full, 8192 and
+ * 16416 medium compact) */
+static const size_t sizes[] = { 0, 1, 7, 8, 100, 215, 216, 217, 4000, 8143, 8144, 8145, 8191,
+    8192, 8193, 8207, 8208, 8209, 16320, 16321, 16416, 16417, 20000, 65535, 65536, 65537,
+    200000, 1 << 20, 4 << 20, 16 << 20
 };
 
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
@@ -803,6 +807,54 @@ static void mk_short_full(aml_pkt_t * p, char *x, size_t * h, size_t * d)
     *h = 40;            /* a full-header type in fewer bytes than the full header */
 }
 
+/* a medium compact header in place of p */
+static void mk_mpkt(aml_pkt_t * p, int type, unsigned handler, uint32_t len, uint32_t off,
+                    uint64_t id, size_t * h)
+{
+    aml_mpkt_t m = { {(uint8_t) type, (uint8_t) handler, 0, 0, 0, (uint16_t) p->seq}, len, off,
+        id
+    };
+    memset(p, 0, sizeof(*p));
+    memcpy(p, &m, sizeof(m));
+    *h = sizeof(m);
+}
+
+static void mk_eager_sfirst(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_mpkt(p, AML_PKT_EAGER_SFIRST, 3, 100, 50, 1, h);
+    *d = 10;
+}
+
+static void mk_eager_scont(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_mpkt(p, AML_PKT_EAGER_SCONT, 0, 100, 10, 77, h);        /* none under assembly */
+    *d = 10;
+}
+
+static void mk_eager_shdr(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_mpkt(p, AML_PKT_EAGER_SCONT, 3, 100, 10, 1, h);  /* continuations name no handler */
+    *d = 10;
+}
+
+static void mk_eager_sshort(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_mpkt(p, AML_PKT_EAGER_SFIRST, 3, 100, 0, 1, h);
+    *h = 20;            /* cut inside the medium compact header */
+}
+
+static void mk_adapt_sdata(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_mpkt(p, AML_PKT_ADAPT_SDATA, 0, 100, 95, 5, h); /* 10 bytes at 95 overrun it */
+    *d = 10;
+}
+
+static void mk_adapt_sfirst(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_mpkt(p, AML_PKT_ADAPT_SFIRST, 3, 100, 50, 5, h);
+    *d = 10;
+}
+
 static const bad_case_t bad_cases[] = {
     {"bad_one", "type ONE (1): carries 10 data bytes, header says 100", mk_one},
     {"bad_eager_first", "type EAGER_FIRST (2): first chunk at offset 50", mk_first},
@@ -839,6 +891,15 @@ static const bad_case_t bad_cases[] = {
      "header", mk_tiny},
     {"bad_short_full", "type EAGER_FIRST (2): 40-byte header is shorter than an aml packet "
      "header", mk_short_full},
+    {"bad_eager_sfirst", "type EAGER_SFIRST (18): first chunk at offset 50", mk_eager_sfirst},
+    {"bad_eager_scont", "type EAGER_SCONT (19): continuation of message 77, which is not under "
+     "assembly", mk_eager_scont},
+    {"bad_eager_shdr", "type EAGER_SCONT (19): continuation names handler 3", mk_eager_shdr},
+    {"bad_eager_sshort", "type EAGER_SFIRST (18): 20-byte header is shorter than a medium "
+     "compact header (24)", mk_eager_sshort},
+    {"bad_adapt_sfirst", "type ADAPT_SFIRST (20): first chunk at offset 50", mk_adapt_sfirst},
+    {"bad_adapt_sdata", "type ADAPT_SDATA (21): chunk of 10 bytes at offset 95 overruns",
+     mk_adapt_sdata},
 };
 
 static const bad_case_t *cur_bad;

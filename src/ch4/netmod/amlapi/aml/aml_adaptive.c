@@ -45,16 +45,22 @@ static void send_first(aml_t * aml, const aml_xfer_t * x, aml_smsg_t * m, uint64
     int rc;
     if (!d)
         aml_fatal(aml, "out of memory sending to rank %d", x->peer);
-    aml_pkt_init(aml, &d->u.pkt, AML_PKT_ADAPT_FIRST, x->peer);
-    d->u.pkt.proto = AML_PROTO_ADAPTIVE;
-    d->u.pkt.msg_len = x->len;
-    d->u.pkt.msg_id = id;
-    aml_pkt_set_first(d, x, x->cmpl_cntr != NULL);
     d->peer = x->peer;
     d->msg = m;
     m->pending++;
     m->org_pending++;
-    rc = aml_send_desc(aml, d, x->data, first);
+    if (aml_mpkt_ok(aml, x)) {
+        aml_mpkt_set(aml, d, x, AML_PKT_ADAPT_SFIRST, id, 0);
+        rc = aml_send_desc_flags(aml, d, aml->peers[x->peer].ep, x->data, first,
+                                 UCP_AM_SEND_FLAG_EAGER);
+    } else {
+        aml_pkt_init(aml, &d->u.pkt, AML_PKT_ADAPT_FIRST, x->peer);
+        d->u.pkt.proto = AML_PROTO_ADAPTIVE;
+        d->u.pkt.msg_len = x->len;
+        d->u.pkt.msg_id = id;
+        aml_pkt_set_first(d, x, x->cmpl_cntr != NULL);
+        rc = aml_send_desc(aml, d, x->data, first);
+    }
     if (rc != AML_OK)
         aml_fatal(aml, "adaptive first packet to rank %d failed: %s", x->peer, aml_strerror(rc));
 }
@@ -67,12 +73,16 @@ static void send_data(aml_t * aml, const aml_xfer_t * x, aml_smsg_t * m, uint64_
     int rc;
     if (!d)
         aml_fatal(aml, "out of memory sending to rank %d", x->peer);
-    aml_pkt_init(aml, &d->u.pkt, AML_PKT_ADAPT_DATA, x->peer);
-    d->u.pkt.proto = AML_PROTO_ADAPTIVE;
-    d->u.pkt.msg_len = x->len;
-    d->u.pkt.msg_id = id;
-    d->u.pkt.addr = off;
-    d->hdr_len = sizeof(aml_pkt_t);
+    if (aml_mpkt_ok(aml, x)) {
+        aml_mpkt_set(aml, d, x, AML_PKT_ADAPT_SDATA, id, off);
+    } else {
+        aml_pkt_init(aml, &d->u.pkt, AML_PKT_ADAPT_DATA, x->peer);
+        d->u.pkt.proto = AML_PROTO_ADAPTIVE;
+        d->u.pkt.msg_len = x->len;
+        d->u.pkt.msg_id = id;
+        d->u.pkt.addr = off;
+        d->hdr_len = sizeof(aml_pkt_t);
+    }
     d->peer = x->peer;
     d->msg = m;
     m->pending++;
@@ -89,12 +99,13 @@ int aml_adaptive_send(aml_t * aml, const aml_xfer_t * x)
     aml_peer_t *p = &aml->peers[x->peer];
     aml_smsg_t *m = aml_smsg_new(aml, x, AML_PROTO_ADAPTIVE);
     uint64_t id = aml->next_msg_id++;
-    size_t first, chunk = aml->packet_size - sizeof(aml_pkt_t), ndata;
+    size_t hsize = aml_mpkt_ok(aml, x) ? sizeof(aml_mpkt_t) : sizeof(aml_pkt_t);
+    size_t first, chunk = aml->packet_size - hsize, ndata;
     bool reorder = aml->cfg.debug_reorder;
 
     if (!m)
         return AML_ERR_NOMEM;
-    first = aml->packet_size - sizeof(aml_pkt_t) - x->uhdr_len;
+    first = aml->packet_size - hsize - x->uhdr_len;
     if (first > x->len)
         first = x->len;
     ndata = (x->len - first + chunk - 1) / chunk;
@@ -143,7 +154,7 @@ static void adaptive_release(aml_t * aml, aml_rmsg_t * r)
     if (aml_send_ctrl(aml, r->src, AML_PKT_ADAPT_TOKEN, r->msg_id, 0) != AML_OK)
         aml_fatal(aml, "cannot send an adaptive token to rank %d", r->src);
     free(r->bounce);
-    free(r);
+    aml_rmsg_free(aml, r);
 }
 
 /* All data is in and the landing is known: deliver (from the staging buffer when data came
@@ -199,7 +210,7 @@ static aml_rmsg_t *adaptive_get(aml_t * aml, const aml_pkt_t * pkt)
     if (p->adapt_in >= aml->adaptive_credits)
         aml_fatal_pkt(aml, pkt, "more than %d unconfirmed adaptive messages",
                       aml->adaptive_credits);
-    r = calloc(1, sizeof(*r));
+    r = aml_rmsg_new(aml);
     if (!r)
         aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
     r->aml = aml;

@@ -26,6 +26,10 @@ static const char *const pkt_names[AML_PKT_TYPE_MAX] = {
     [AML_PKT_RNDV_RTR] = "RNDV_RTR",
     [AML_PKT_RNDV_FIN] = "RNDV_FIN",
     [AML_PKT_ONE_SHORT] = "ONE_SHORT",
+    [AML_PKT_EAGER_SFIRST] = "EAGER_SFIRST",
+    [AML_PKT_EAGER_SCONT] = "EAGER_SCONT",
+    [AML_PKT_ADAPT_SFIRST] = "ADAPT_SFIRST",
+    [AML_PKT_ADAPT_SDATA] = "ADAPT_SDATA",
 };
 
 const char *aml_pkt_name(int type)
@@ -465,6 +469,8 @@ int aml_quiesce(aml_t * aml)
     return AML_OK;
 }
 
+static void rec_drain(void **head);
+
 int aml_finalize(aml_t * aml)
 {
     if (!aml)
@@ -485,6 +491,8 @@ int aml_finalize(aml_t * aml)
         n = d->next;
         free(d);
     }
+    rec_drain(&aml->free_smsg);
+    rec_drain(&aml->free_rmsg);
     ucp_worker_release_address(aml->worker, aml->addr);
     ucp_worker_destroy(aml->worker);
     ucp_cleanup(aml->ctx);
@@ -660,6 +668,22 @@ void aml_pkt_set_first(aml_sdesc_t * d, const aml_xfer_t * x, bool want_cmpl)
     d->hdr_len = sizeof(aml_pkt_t) + x->uhdr_len;
 }
 
+void aml_mpkt_set(aml_t * aml, aml_sdesc_t * d, const aml_xfer_t * x, int type, uint64_t id,
+                  size_t off)
+{
+    aml_mpkt_t *m = (aml_mpkt_t *) & d->u.pkt;
+    bool first = type == AML_PKT_EAGER_SFIRST || type == AML_PKT_ADAPT_SFIRST;
+    size_t uhdr_len = first ? x->uhdr_len : 0;
+    aml_spkt_fill(aml, &m->s, type == AML_PKT_ADAPT_SDATA ? NULL : &aml->peers[x->peer], type,
+                  first ? x->handler : 0, uhdr_len);
+    m->msg_len = (uint32_t) x->len;
+    m->off = (uint32_t) off;
+    m->msg_id = id;
+    if (uhdr_len)
+        memcpy(m + 1, x->uhdr, uhdr_len);
+    d->hdr_len = sizeof(*m) + uhdr_len;
+}
+
 void aml_stat(aml_t * aml, int proto, size_t len)
 {
     aml->msgs[proto]++;
@@ -751,9 +775,46 @@ int aml_send_ctrl(aml_t * aml, int peer, int type, uint64_t msg_id, uint64_t aux
 
 /* ---- send-side message bookkeeping ---------------------------------------------------- */
 
+/* A zeroed record from free list *head, else from malloc. */
+static void *rec_get(void **head, size_t size)
+{
+    void *p = *head;
+    if (p)
+        *head = *(void **) p;
+    else if (!(p = malloc(size)))
+        return NULL;
+    memset(p, 0, size);
+    return p;
+}
+
+static void rec_put(void **head, void *p)
+{
+    *(void **) p = *head;
+    *head = p;
+}
+
+static void rec_drain(void **head)
+{
+    for (void *p = *head, *n; p; p = n) {
+        n = *(void **) p;
+        free(p);
+    }
+    *head = NULL;
+}
+
+aml_rmsg_t *aml_rmsg_new(aml_t * aml)
+{
+    return rec_get(&aml->free_rmsg, sizeof(aml_rmsg_t));
+}
+
+void aml_rmsg_free(aml_t * aml, aml_rmsg_t * r)
+{
+    rec_put(&aml->free_rmsg, r);
+}
+
 aml_smsg_t *aml_smsg_new(aml_t * aml, const aml_xfer_t * x, int proto)
 {
-    aml_smsg_t *m = calloc(1, sizeof(*m));
+    aml_smsg_t *m = rec_get(&aml->free_smsg, sizeof(aml_smsg_t));
     if (!m)
         return NULL;
     m->peer = x->peer;
@@ -792,7 +853,7 @@ void aml_smsg_release(aml_t * aml, aml_smsg_t * m)
             ucp_rkey_buffer_release(m->rkey_buf);
         ucp_mem_unmap(aml->ctx, m->memh);
     }
-    free(m);
+    rec_put(&aml->free_smsg, m);
 }
 
 /* ---- the transfer entry point ------------------------------------------------------- */
@@ -927,15 +988,18 @@ static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const char *uhdr, size_
             aml_onepacket_recv(aml, pkt, uhdr, data, len);
             break;
         case AML_PKT_EAGER_FIRST:
+        case AML_PKT_EAGER_SFIRST:
             aml_eager_recv_first(aml, pkt, uhdr, data, len);
             break;
         case AML_PKT_EAGER_CONT:
+        case AML_PKT_EAGER_SCONT:
             aml_eager_recv_cont(aml, pkt, data, len);
             break;
         case AML_PKT_RNDV_SCOUT:
             aml_rndv_recv_scout(aml, pkt, uhdr, data, len);
             break;
         case AML_PKT_ADAPT_FIRST:
+        case AML_PKT_ADAPT_SFIRST:
             aml_adaptive_recv_first(aml, pkt, uhdr, data, len);
             break;
         case AML_PKT_RNDV_RTR:
@@ -1047,6 +1111,37 @@ static size_t decode(aml_t * aml, const void *header, size_t header_length, size
         pkt->msg_len = length ? length : header_length - sizeof(s) - s.uhdr_len;
         return sizeof(s);
     }
+    if (*(const uint8_t *) header >= AML_PKT_EAGER_SFIRST &&
+        *(const uint8_t *) header <= AML_PKT_ADAPT_SDATA) {
+        aml_mpkt_t m;
+        uint32_t src;
+        memcpy(&m.s, header, sizeof(m.s));
+        src = AML_SPKT_SRC(&m.s);
+        if (AML_UNLIKELY(src >= (uint32_t) aml->size))
+            aml_fatal(aml, "malformed packet from an unknown rank: source %u out of range "
+                      "(size %d), type %s", src, aml->size, aml_pkt_name(m.s.type));
+        if (AML_UNLIKELY(header_length < sizeof(m)))
+            aml_fatal(aml, "malformed packet from rank %u: type %s (%u): %zu-byte header is "
+                      "shorter than a medium compact header (%zu)", src,
+                      aml_pkt_name(m.s.type), m.s.type, header_length, sizeof(m));
+        memcpy(&m, header, sizeof(m));
+        memset(pkt, 0, sizeof(*pkt));
+        pkt->type = m.s.type;
+        pkt->src = src;
+        pkt->handler = m.s.handler;
+        pkt->uhdr_len = m.s.uhdr_len;
+        pkt->proto = m.s.type <= AML_PKT_EAGER_SCONT ? AML_PROTO_EAGER : AML_PROTO_ADAPTIVE;
+        pkt->msg_len = m.msg_len;
+        pkt->addr = m.off;
+        pkt->msg_id = m.msg_id;
+        if (m.s.type != AML_PKT_ADAPT_SDATA)
+            pkt->seq = aml_seq_extend(aml->peers[src].rx_seq, m.s.seq);
+        if (AML_UNLIKELY((m.s.type == AML_PKT_EAGER_SCONT || m.s.type == AML_PKT_ADAPT_SDATA) &&
+                         (m.s.handler || m.s.uhdr_len)))
+            aml_fatal_pkt(aml, pkt, "continuation names handler %u and a %u-byte user header",
+                          m.s.handler, m.s.uhdr_len);
+        return sizeof(m);
+    }
     if (AML_UNLIKELY(header_length < sizeof(*pkt))) {
         /* name the sender if the bytes that would hold it arrived */
         uint32_t src = (uint32_t) -1;
@@ -1114,7 +1209,7 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         aml_fatal_pkt(aml, &pkt, "UCX delivered it %s, the packet says otherwise",
                       ucx_rndv ? "by rendezvous" : "eagerly");
 
-    if (pkt.type == AML_PKT_ADAPT_DATA) {
+    if (pkt.type == AML_PKT_ADAPT_DATA || pkt.type == AML_PKT_ADAPT_SDATA) {
         /* outside the sequence: placed by offset whenever it comes */
         aml->in_dispatch++;
         aml_adaptive_recv_data(aml, &pkt, (const char *) header + hsize, header_length - hsize,

@@ -3,22 +3,46 @@
  * and the first chunk; the header handler picks the landing buffer (or an unpack function)
  * and every later chunk is placed by its offset. Packets from one peer are handled in
  * sequence order, and aml_xfer issues all chunks of a message at once, so at most one eager
- * message per peer is under assembly at the receiver.
+ * message per peer is under assembly at the receiver. A message naming no counter (every MPI
+ * message) has 24-byte compact headers (aml_mpkt_t), so a 16 KiB MPI message is two packets.
  */
 #include "aml_impl.h"
 #include <stdlib.h>
 #include <string.h>
 
+/* d's header for the packet whose chunk starts at off: compact (no counter, under 4 GiB) or
+ * full; assigns the packet's sequence number. The chunk goes as UCX's payload. */
+static void eager_hdr(aml_t * aml, aml_sdesc_t * d, const aml_xfer_t * x, bool compact,
+                      uint64_t id, size_t off)
+{
+    if (compact) {
+        aml_mpkt_set(aml, d, x, off ? AML_PKT_EAGER_SCONT : AML_PKT_EAGER_SFIRST, id, off);
+        return;
+    }
+    aml_pkt_init(aml, &d->u.pkt, off ? AML_PKT_EAGER_CONT : AML_PKT_EAGER_FIRST, x->peer);
+    d->u.pkt.proto = AML_PROTO_EAGER;
+    d->u.pkt.msg_len = x->len;
+    d->u.pkt.msg_id = id;
+    d->u.pkt.addr = off;
+    if (off == 0)
+        aml_pkt_set_first(d, x, x->cmpl_cntr != NULL);
+    else
+        d->hdr_len = sizeof(aml_pkt_t);
+    d->u.pkt.seq = aml->peers[x->peer].tx_seq++;
+}
+
 int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
 {
     aml_smsg_t *m = aml_smsg_new(aml, x, AML_PROTO_EAGER);
+    bool compact = aml_mpkt_ok(aml, x);
+    size_t hsize = compact ? sizeof(aml_mpkt_t) : sizeof(aml_pkt_t);
     size_t off = 0, first;
     uint64_t id = aml->next_msg_id++;
     int rc = AML_OK;
 
     if (!m)
         return AML_ERR_NOMEM;
-    first = aml->packet_size - sizeof(aml_pkt_t) - x->uhdr_len;
+    first = aml->packet_size - hsize - x->uhdr_len;
     if (first > x->len)
         first = x->len;
     if (x->cmpl_cntr) {
@@ -34,25 +58,20 @@ int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
             rc = AML_ERR_NOMEM;
             break;
         }
-        aml_pkt_init(aml, &d->u.pkt, off ? AML_PKT_EAGER_CONT : AML_PKT_EAGER_FIRST, x->peer);
-        d->u.pkt.proto = AML_PROTO_EAGER;
-        d->u.pkt.msg_len = x->len;
-        d->u.pkt.msg_id = id;
-        d->u.pkt.addr = off;
         d->peer = x->peer;
         d->msg = m;
+        eager_hdr(aml, d, x, compact, id, off);
         if (off == 0) {
-            aml_pkt_set_first(d, x, x->cmpl_cntr != NULL);
             chunk = first;
         } else {
-            d->hdr_len = sizeof(aml_pkt_t);
-            chunk = aml->packet_size - sizeof(aml_pkt_t);
+            chunk = aml->packet_size - hsize;
             if (chunk > x->len - off)
                 chunk = x->len - off;
         }
         m->pending++;
         m->org_pending++;
-        rc = aml_send_desc(aml, d, (const char *) x->data + off, chunk);
+        rc = aml_send_desc_flags(aml, d, aml->peers[x->peer].ep, (const char *) x->data + off,
+                                 chunk, UCP_AM_SEND_FLAG_EAGER);
         if (rc != AML_OK) {
             m->pending--;
             m->org_pending--;
@@ -73,7 +92,7 @@ static void eager_finish(aml_t * aml, aml_peer_t * p, aml_rmsg_t * r)
 {
     p->eager_rx = NULL;
     aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, r->want_cmpl, r->msg_id, true);
-    free(r);
+    aml_rmsg_free(aml, r);
 }
 
 void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
@@ -93,7 +112,7 @@ void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     if (pkt->addr != 0)
         aml_fatal_pkt(aml, pkt, "first chunk at offset %llu", (unsigned long long) pkt->addr);
     h = aml_check_handler(aml, pkt);
-    r = calloc(1, sizeof(*r));
+    r = aml_rmsg_new(aml);
     if (!r)
         aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
     r->src = (int) pkt->src;

@@ -17,17 +17,6 @@
 #include "aml_impl.h"
 #include <string.h>
 
-static inline void spkt_fill(aml_t * aml, aml_spkt_t * s, aml_peer_t * p, unsigned handler,
-                             size_t uhdr_len)
-{
-    s->type = AML_PKT_ONE_SHORT;
-    s->handler = (uint8_t) handler;
-    s->uhdr_len = (uint8_t) uhdr_len;
-    s->src_hi = (uint8_t) (aml->rank >> 16);
-    s->src_lo = (uint16_t) aml->rank;
-    s->seq = (uint16_t) p->tx_seq++;
-}
-
 /* An inline compact packet, [aml_spkt_t | uhdr | data] as UCX's AM header with no UCX
  * payload: one contiguous header, so UCX's inline send copies two pieces (its own header and
  * ours), and the receiver finds the user header right after ours. Built on the stack and sent
@@ -45,7 +34,7 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
     ucs_status_ptr_t r;
     aml_sdesc_t *d;
 
-    spkt_fill(aml, s, p, handler, uhdr_len);
+    aml_spkt_fill(aml, s, p, AML_PKT_ONE_SHORT, handler, uhdr_len);
     if (uhdr_len)
         memcpy(s + 1, uhdr, uhdr_len);
     if (len)
@@ -82,7 +71,7 @@ static int send_zcopy(aml_t * aml, const aml_xfer_t * x)
     if (AML_UNLIKELY(!d))
         return AML_ERR_NOMEM;
     s = (aml_spkt_t *) & d->u.pkt;
-    spkt_fill(aml, s, p, x->handler, x->uhdr_len);
+    aml_spkt_fill(aml, s, p, AML_PKT_ONE_SHORT, x->handler, x->uhdr_len);
     if (x->uhdr_len)
         memcpy(s + 1, x->uhdr, x->uhdr_len);
     d->peer = x->peer;

@@ -134,7 +134,7 @@ static void ucx_landed(aml_t * aml, aml_rmsg_t * r)
         free(r->bounce);
     }
     aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, r->want_cmpl, r->msg_id, true);
-    free(r);
+    aml_rmsg_free(aml, r);
     aml->in_dispatch--;
 }
 
@@ -180,7 +180,7 @@ static void rndv_pulled(aml_t * aml, aml_rmsg_t * r)
     aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, false, r->msg_id, true);
     if (aml_send_ctrl(aml, r->src, AML_PKT_RNDV_DONE, r->msg_id, 0) != AML_OK)
         aml_fatal(aml, "cannot send RNDV_DONE to rank %d", r->src);
-    free(r);
+    aml_rmsg_free(aml, r);
 }
 
 static void get_cb(void *request, ucs_status_t status, void *user_data)
@@ -252,7 +252,7 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     }
     if (pkt->addr + pkt->msg_len < pkt->addr)
         aml_fatal_pkt(aml, pkt, "source range wraps around");
-    r = calloc(1, sizeof(*r));
+    r = aml_rmsg_new(aml);
     if (!r)
         aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
     r->aml = aml;

@@ -182,7 +182,7 @@ void aml_rndv_put_recv_fin(aml_t * aml, const aml_pkt_t * pkt)
     aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, false, r->msg_id, true);
     if (aml_send_ctrl(aml, r->src, AML_PKT_RNDV_DONE, r->msg_id, 0) != AML_OK)
         aml_fatal(aml, "cannot send RNDV_DONE to rank %d", r->src);
-    free(r);
+    aml_rmsg_free(aml, r);
 }
 
 /* At finalize: landings exposed to senders that never put (an aborted program). */

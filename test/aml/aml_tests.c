@@ -849,6 +849,12 @@ static void mk_adapt_sdata(aml_pkt_t * p, char *x, size_t * h, size_t * d)
     *d = 10;
 }
 
+static void mk_rndv_sscout(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_mpkt(p, AML_PKT_RNDV_SSCOUT, 3, 100, 0, 9, h);  /* comes eagerly, not by UCX */
+    *d = 10;
+}
+
 static void mk_adapt_sfirst(aml_pkt_t * p, char *x, size_t * h, size_t * d)
 {
     mk_mpkt(p, AML_PKT_ADAPT_SFIRST, 3, 100, 50, 5, h);
@@ -897,6 +903,8 @@ static const bad_case_t bad_cases[] = {
     {"bad_eager_shdr", "type EAGER_SCONT (19): continuation names handler 3", mk_eager_shdr},
     {"bad_eager_sshort", "type EAGER_SFIRST (18): 20-byte header is shorter than a medium "
      "compact header (24)", mk_eager_sshort},
+    {"bad_rndv_sscout", "type RNDV_SSCOUT (22): UCX delivered it eagerly, the packet says "
+     "otherwise", mk_rndv_sscout},
     {"bad_adapt_sfirst", "type ADAPT_SFIRST (20): first chunk at offset 50", mk_adapt_sfirst},
     {"bad_adapt_sdata", "type ADAPT_SDATA (21): chunk of 10 bytes at offset 95 overruns",
      mk_adapt_sdata},

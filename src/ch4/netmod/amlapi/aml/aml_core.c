@@ -30,6 +30,7 @@ static const char *const pkt_names[AML_PKT_TYPE_MAX] = {
     [AML_PKT_EAGER_SCONT] = "EAGER_SCONT",
     [AML_PKT_ADAPT_SFIRST] = "ADAPT_SFIRST",
     [AML_PKT_ADAPT_SDATA] = "ADAPT_SDATA",
+    [AML_PKT_RNDV_SSCOUT] = "RNDV_SSCOUT",
 };
 
 const char *aml_pkt_name(int type)
@@ -672,7 +673,8 @@ void aml_mpkt_set(aml_t * aml, aml_sdesc_t * d, const aml_xfer_t * x, int type, 
                   size_t off)
 {
     aml_mpkt_t *m = (aml_mpkt_t *) & d->u.pkt;
-    bool first = type == AML_PKT_EAGER_SFIRST || type == AML_PKT_ADAPT_SFIRST;
+    bool first = type == AML_PKT_EAGER_SFIRST || type == AML_PKT_ADAPT_SFIRST ||
+        type == AML_PKT_RNDV_SSCOUT;
     size_t uhdr_len = first ? x->uhdr_len : 0;
     aml_spkt_fill(aml, &m->s, type == AML_PKT_ADAPT_SDATA ? NULL : &aml->peers[x->peer], type,
                   first ? x->handler : 0, uhdr_len);
@@ -996,6 +998,7 @@ static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const char *uhdr, size_
             aml_eager_recv_cont(aml, pkt, data, len);
             break;
         case AML_PKT_RNDV_SCOUT:
+        case AML_PKT_RNDV_SSCOUT:
             aml_rndv_recv_scout(aml, pkt, uhdr, data, len);
             break;
         case AML_PKT_ADAPT_FIRST:
@@ -1112,7 +1115,7 @@ static size_t decode(aml_t * aml, const void *header, size_t header_length, size
         return sizeof(s);
     }
     if (*(const uint8_t *) header >= AML_PKT_EAGER_SFIRST &&
-        *(const uint8_t *) header <= AML_PKT_ADAPT_SDATA) {
+        *(const uint8_t *) header <= AML_PKT_RNDV_SSCOUT) {
         aml_mpkt_t m;
         uint32_t src;
         memcpy(&m.s, header, sizeof(m.s));
@@ -1130,7 +1133,10 @@ static size_t decode(aml_t * aml, const void *header, size_t header_length, size
         pkt->src = src;
         pkt->handler = m.s.handler;
         pkt->uhdr_len = m.s.uhdr_len;
-        pkt->proto = m.s.type <= AML_PKT_EAGER_SCONT ? AML_PROTO_EAGER : AML_PROTO_ADAPTIVE;
+        pkt->proto = m.s.type <= AML_PKT_EAGER_SCONT ? AML_PROTO_EAGER :
+            m.s.type == AML_PKT_RNDV_SSCOUT ? AML_PROTO_RNDV : AML_PROTO_ADAPTIVE;
+        if (m.s.type == AML_PKT_RNDV_SSCOUT)
+            pkt->flags = AML_PKTF_UCX;  /* the only compact scout */
         pkt->msg_len = m.msg_len;
         pkt->addr = m.off;
         pkt->msg_id = m.msg_id;
@@ -1205,7 +1211,8 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
 
     /* only a UCX-rendezvous scout comes by UCX rendezvous; then data is UCP's descriptor */
     bool ucx_rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-    if (AML_UNLIKELY(ucx_rndv != (pkt.type == AML_PKT_RNDV_SCOUT && (pkt.flags & AML_PKTF_UCX))))
+    if (AML_UNLIKELY(ucx_rndv != ((pkt.type == AML_PKT_RNDV_SCOUT ||
+                                   pkt.type == AML_PKT_RNDV_SSCOUT) && (pkt.flags & AML_PKTF_UCX))))
         aml_fatal_pkt(aml, &pkt, "UCX delivered it %s, the packet says otherwise",
                       ucx_rndv ? "by rendezvous" : "eagerly");
 

@@ -38,6 +38,7 @@ enum {
     AML_PKT_EAGER_SCONT,        /* EAGER_CONT in it: mpkt, chunk at mpkt.off */
     AML_PKT_ADAPT_SFIRST,       /* ADAPT_FIRST in it: mpkt | uhdr, first chunk */
     AML_PKT_ADAPT_SDATA,        /* ADAPT_DATA in it: mpkt, chunk at mpkt.off, not sequenced */
+    AML_PKT_RNDV_SSCOUT,        /* UCX-rendezvous scout in it: mpkt | uhdr, data by UCX */
     AML_PKT_TYPE_MAX
 };
 
@@ -91,12 +92,13 @@ typedef struct aml_spkt {
     uint16_t seq;               /* low 16 bits of the per-peer sequence number */
 } aml_spkt_t;
 
-/* Medium compact packet: an eager or adaptive eager packet of a message naming no counter,
- * shorter than 4 GiB. 24 bytes of header instead of 72, so that a 16 KiB MPI message is two
- * packets, not three; the data is always UCX's payload. */
+/* Medium compact packet: an eager or adaptive eager packet, or a UCX-rendezvous scout, of a
+ * message naming no counter, shorter than 4 GiB. 24 bytes of header instead of 72, so that a
+ * 16 KiB eager MPI message is two packets, not three; the data is always UCX's payload. */
 typedef struct aml_mpkt {
-    aml_spkt_t s;               /* EAGER_SFIRST/SCONT, ADAPT_SFIRST/SDATA; handler and uhdr_len:
-                                 * first packets only; seq: 0 in ADAPT_SDATA (not sequenced) */
+    aml_spkt_t s;               /* EAGER_SFIRST/SCONT, ADAPT_SFIRST/SDATA, RNDV_SSCOUT; handler,
+                                 * uhdr_len: first packets only; seq: 0 in ADAPT_SDATA (not
+                                 * sequenced) */
     uint32_t msg_len;           /* data bytes of the whole message */
     uint32_t off;               /* offset of this packet's chunk */
     uint64_t msg_id;            /* sender's message id */

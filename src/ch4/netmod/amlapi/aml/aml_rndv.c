@@ -100,12 +100,38 @@ aml_smsg_t *aml_rndv_scout_new(aml_t * aml, const aml_xfer_t * x, uint8_t flags,
     return m;
 }
 
+/* The lean case: no completion counter, under 4 GiB. A medium compact scout, and no send
+ * record: the descriptor carries the origin completion, fired when UCX completes the send
+ * (the receiver took the data), as for a one-packet send from the caller's buffer. */
+static int rndv_ucx_send_compact(aml_t * aml, const aml_xfer_t * x)
+{
+    aml_sdesc_t *d = aml_sdesc_get(aml);
+    int rc;
+
+    if (AML_UNLIKELY(!d))
+        return AML_ERR_NOMEM;
+    d->peer = x->peer;
+    d->org_cntr = x->org_cntr;
+    d->org_fn = x->org_fn;
+    d->org_arg = x->org_arg;
+    aml_mpkt_set(aml, d, x, AML_PKT_RNDV_SSCOUT, aml->next_msg_id++, 0);
+    aml_stat(aml, AML_PROTO_RNDV, x->len);
+    rc = aml_send_desc_flags(aml, d, aml->peers[x->peer].ep, x->data, x->len,
+                             UCP_AM_SEND_FLAG_RNDV);
+    if (rc != AML_OK)
+        aml_fatal(aml, "rendezvous to rank %d failed: %s", x->peer, aml_strerror(rc));
+    return AML_OK;
+}
+
 static int rndv_ucx_send(aml_t * aml, const aml_xfer_t * x)
 {
     aml_sdesc_t *d;
-    aml_smsg_t *m = aml_rndv_scout_new(aml, x, AML_PKTF_UCX, x->cmpl_cntr != NULL, &d);
+    aml_smsg_t *m;
     int rc;
 
+    if (aml_mpkt_ok(aml, x))
+        return rndv_ucx_send_compact(aml, x);
+    m = aml_rndv_scout_new(aml, x, AML_PKTF_UCX, x->cmpl_cntr != NULL, &d);
     if (!m)
         return AML_ERR_NOMEM;
     m->ucx_rndv = true;

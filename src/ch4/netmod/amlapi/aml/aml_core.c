@@ -920,34 +920,45 @@ const aml_handler_t *aml_check_handler(aml_t * aml, const aml_pkt_t * pkt)
     return &aml->handlers[pkt->handler];
 }
 
-/* Runs a header handler with an 8-byte aligned copy of the user header. */
-void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * h,
-                      const void *uhdr, const void *data, aml_recv_t * recv, aml_rmsg_t * msg)
+/* Runs header handler `handler` (registered: the caller checked) for a message from src,
+ * with an 8-byte aligned copy of the user header; recv is cleared first. type names the
+ * packet in errors. */
+void aml_run_handler(aml_t * aml, unsigned handler, int type, uint32_t src, const void *uhdr,
+                     size_t uhdr_len, uint64_t msg_len, const void *data, int proto,
+                     aml_recv_t * recv, aml_rmsg_t * msg)
 {
+    const aml_handler_t *h = &aml->handlers[handler];
     uint64_t aligned[AML_MAX_UHDR / 8];
     aml_msg_info_t info;
-    if (((uintptr_t) uhdr & 7) && pkt->uhdr_len) {
-        memcpy(aligned, uhdr, pkt->uhdr_len);
+    if (((uintptr_t) uhdr & 7) && uhdr_len) {
+        memcpy(aligned, uhdr, uhdr_len);
         uhdr = aligned;
     }
-    info.src = (int) pkt->src;
-    info.uhdr = pkt->uhdr_len ? uhdr : NULL;
-    info.uhdr_len = pkt->uhdr_len;
-    info.msg_len = pkt->msg_len;
+    info.src = (int) src;
+    info.uhdr = uhdr_len ? uhdr : NULL;
+    info.uhdr_len = uhdr_len;
+    info.msg_len = msg_len;
     info.data = data;
-    info.protocol = pkt->proto;
+    info.protocol = proto;
     info.msg = msg;
     memset(recv, 0, sizeof(*recv));
     if (h->fn(aml, h->ctx, &info, recv) != 0)
         aml_fatal(aml, "header handler %u refused a %s message of %llu bytes from rank %u",
-                  pkt->handler, aml_pkt_name(pkt->type), (unsigned long long) pkt->msg_len,
-                  pkt->src);
+                  handler, aml_pkt_name(type), (unsigned long long) msg_len, src);
     if (recv->defer && !msg)
         aml_fatal(aml, "header handler %u deferred a %s message from rank %u: only rendezvous "
-                  "and adaptive messages can be deferred", pkt->handler, aml_pkt_name(pkt->type), pkt->src);
-    if (!recv->defer && !data && pkt->msg_len && !recv->buf && !recv->unpack)
+                  "and adaptive messages can be deferred", handler, aml_pkt_name(type), src);
+    if (!recv->defer && !data && msg_len && !recv->buf && !recv->unpack)
         aml_fatal(aml, "header handler %u gave no buffer for a %llu-byte message from rank %u",
-                  pkt->handler, (unsigned long long) pkt->msg_len, pkt->src);
+                  handler, (unsigned long long) msg_len, src);
+}
+
+void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * h,
+                      const void *uhdr, const void *data, aml_recv_t * recv, aml_rmsg_t * msg)
+{
+    (void) h;   /* from aml_check_handler, which checked pkt->handler */
+    aml_run_handler(aml, pkt->handler, pkt->type, pkt->src, uhdr, pkt->uhdr_len, pkt->msg_len,
+                    data, pkt->proto, recv, msg);
 }
 
 void aml_deliver(aml_t * aml, const aml_recv_t * recv, size_t offset, const void *data,
@@ -1135,8 +1146,11 @@ static size_t decode(aml_t * aml, const void *header, size_t header_length, size
         pkt->uhdr_len = m.s.uhdr_len;
         pkt->proto = m.s.type <= AML_PKT_EAGER_SCONT ? AML_PROTO_EAGER :
             m.s.type == AML_PKT_RNDV_SSCOUT ? AML_PROTO_RNDV : AML_PROTO_ADAPTIVE;
-        if (m.s.type == AML_PKT_RNDV_SSCOUT)
+        if (m.s.type == AML_PKT_RNDV_SSCOUT) {
             pkt->flags = AML_PKTF_UCX;  /* the only compact scout */
+            if (AML_UNLIKELY(m.off))
+                aml_fatal_pkt(aml, pkt, "scout at offset %u", m.off);
+        }
         pkt->msg_len = m.msg_len;
         pkt->addr = m.off;
         pkt->msg_id = m.msg_id;
@@ -1203,6 +1217,29 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
                                                header_length - sizeof(s) - s.uhdr_len);
                 aml->in_dispatch--;
                 return UCS_OK;
+            }
+        }
+    }
+
+    /* fast path: a well-formed compact UCX-rendezvous scout in sequence */
+    if (AML_LIKELY(header_length >= sizeof(aml_mpkt_t) &&
+                   *(const uint8_t *) header == AML_PKT_RNDV_SSCOUT &&
+                   (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))) {
+        aml_mpkt_t m;
+        uint32_t src;
+        memcpy(&m, header, sizeof(m));
+        src = AML_SPKT_SRC(&m.s);
+        if (AML_LIKELY(src < (uint32_t) aml->size && m.s.handler < AML_H_TOTAL &&
+                       aml->handlers[m.s.handler].fn && m.s.uhdr_len <= aml->max_uhdr &&
+                       header_length == sizeof(m) + m.s.uhdr_len && m.off == 0 &&
+                       m.msg_len != 0 && length == m.msg_len)) {
+            p = &aml->peers[src];
+            if (AML_LIKELY(m.s.seq == (uint16_t) p->rx_seq && !p->ooo)) {
+                p->rx_seq++;
+                aml->in_dispatch++;
+                aml_rndv_recv_sscout(aml, &m, (const char *) header + sizeof(m), data);
+                aml->in_dispatch--;
+                return UCS_INPROGRESS;
             }
         }
     }

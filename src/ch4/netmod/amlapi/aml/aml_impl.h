@@ -381,6 +381,9 @@ aml_smsg_t *aml_smsg_new(aml_t * aml, const aml_xfer_t * x, int proto);
 bool aml_range_registered(aml_t * aml, uintptr_t addr, size_t len);
 aml_cntr_t *aml_check_cntr(aml_t * aml, const aml_pkt_t * pkt);
 const aml_handler_t *aml_check_handler(aml_t * aml, const aml_pkt_t * pkt);
+void aml_run_handler(aml_t * aml, unsigned handler, int type, uint32_t src, const void *uhdr,
+                     size_t uhdr_len, uint64_t msg_len, const void *data, int proto,
+                     aml_recv_t * recv, aml_rmsg_t * msg);
 void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * h,
                       const void *uhdr, const void *data, aml_recv_t * recv, aml_rmsg_t * msg);
 void aml_deliver(aml_t * aml, const aml_recv_t * recv, size_t offset, const void *data,
@@ -411,6 +414,7 @@ void aml_eager_recv_cont(aml_t * aml, const aml_pkt_t * pkt, const void *data, s
 int aml_rndv_send(aml_t * aml, const aml_xfer_t * x);
 void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                          const void *data, size_t len);
+void aml_rndv_recv_sscout(aml_t * aml, const aml_mpkt_t * m, const char *uhdr, void *desc);
 void aml_rndv_recv_done(aml_t * aml, const aml_pkt_t * pkt);
 void aml_rndv_free_deferred(aml_t * aml);
 void aml_defer_add(aml_t * aml, aml_rmsg_t * r);

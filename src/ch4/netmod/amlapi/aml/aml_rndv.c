@@ -302,6 +302,30 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     rndv_move(aml, r);
 }
 
+/* The dispatcher's fast path: a compact UCX-rendezvous scout in sequence whose source,
+ * handler and lengths am_recv_cb checked; desc is UCP's data descriptor. No aml_pkt_t to
+ * fill, no counter, no CMPL. */
+void aml_rndv_recv_sscout(aml_t * aml, const aml_mpkt_t * m, const char *uhdr, void *desc)
+{
+    aml_rmsg_t *r = aml_rmsg_new(aml);
+
+    if (!r)
+        aml_fatal(aml, "out of memory receiving from rank %u", AML_SPKT_SRC(&m->s));
+    r->aml = aml;
+    r->src = (int) AML_SPKT_SRC(&m->s);
+    r->type = AML_PKT_RNDV_SCOUT;
+    r->msg_id = m->msg_id;
+    r->len = m->msg_len;
+    r->ucx_desc = desc;
+    aml_run_handler(aml, m->s.handler, AML_PKT_RNDV_SSCOUT, (uint32_t) r->src, uhdr,
+                    m->s.uhdr_len, r->len, NULL, AML_PROTO_RNDV, &r->recv, r);
+    if (r->recv.defer) {
+        aml_defer_add(aml, r);
+        return;
+    }
+    rndv_ucx_recv(aml, r);
+}
+
 /* Moves a rendezvous message's data into the landing that is now known. */
 static void rndv_move(aml_t * aml, aml_rmsg_t * r)
 {

@@ -242,10 +242,10 @@ static void adaptive_put(aml_t * aml, aml_rmsg_t * r, size_t off, const void *da
 void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                              const void *data, size_t len)
 {
-    const aml_handler_t *h = aml_check_handler(aml, pkt);
     aml_rmsg_t *r;
     bool direct = false;
 
+    aml_check_handler(aml, pkt);
     /* user headers take at most half a packet, so a first chunk is never empty */
     if (len > pkt->msg_len || (len == 0 && pkt->msg_len != 0))
         aml_fatal_pkt(aml, pkt, "first chunk of %zu bytes for a %llu-byte message", len,
@@ -261,7 +261,7 @@ void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhd
                       r->len);
     r->tgt_cntr = aml_check_cntr(aml, pkt);
     r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
-    aml_call_handler(aml, pkt, h, uhdr, len == r->len ? data : NULL, &r->recv, r);
+    aml_call_handler(aml, pkt, uhdr, len == r->len ? data : NULL, &r->recv, r);
     r->have_first = true;
     if (r->recv.defer) {
         /* nobody wants it yet: aml keeps the data (this is what credits bound) */

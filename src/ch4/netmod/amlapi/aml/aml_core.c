@@ -910,14 +910,13 @@ int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x)
 
 /* ---- the receive side ----------------------------------------------------------------- */
 
-const aml_handler_t *aml_check_handler(aml_t * aml, const aml_pkt_t * pkt)
+void aml_check_handler(aml_t * aml, const aml_pkt_t * pkt)
 {
     if (pkt->handler >= AML_H_TOTAL || !aml->handlers[pkt->handler].fn)
         aml_fatal_pkt(aml, pkt, "handler %u is not registered", pkt->handler);
     if (pkt->uhdr_len > aml->max_uhdr)
         aml_fatal_pkt(aml, pkt, "user header of %u bytes exceeds the limit %zu", pkt->uhdr_len,
                       aml->max_uhdr);
-    return &aml->handlers[pkt->handler];
 }
 
 /* Runs header handler `handler` (registered: the caller checked) for a message from src,
@@ -953,10 +952,10 @@ void aml_run_handler(aml_t * aml, unsigned handler, int type, uint32_t src, cons
                   handler, (unsigned long long) msg_len, src);
 }
 
-void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * h,
-                      const void *uhdr, const void *data, aml_recv_t * recv, aml_rmsg_t * msg)
+/* aml_run_handler for a decoded packet; the caller ran aml_check_handler. */
+void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr, const void *data,
+                      aml_recv_t * recv, aml_rmsg_t * msg)
 {
-    (void) h;   /* from aml_check_handler, which checked pkt->handler */
     aml_run_handler(aml, pkt->handler, pkt->type, pkt->src, uhdr, pkt->uhdr_len, pkt->msg_len,
                     data, pkt->proto, recv, msg);
 }

@@ -99,7 +99,6 @@ void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                           const void *data, size_t len)
 {
     aml_peer_t *p = &aml->peers[pkt->src];
-    const aml_handler_t *h;
     aml_rmsg_t *r;
 
     if (p->eager_rx)
@@ -111,7 +110,7 @@ void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                       (unsigned long long) pkt->msg_len);
     if (pkt->addr != 0)
         aml_fatal_pkt(aml, pkt, "first chunk at offset %llu", (unsigned long long) pkt->addr);
-    h = aml_check_handler(aml, pkt);
+    aml_check_handler(aml, pkt);
     r = aml_rmsg_new(aml);
     if (!r)
         aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
@@ -122,7 +121,7 @@ void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     r->tgt_cntr = aml_check_cntr(aml, pkt);
     r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
     /* the whole message may fit the first packet when eager is forced */
-    aml_call_handler(aml, pkt, h, uhdr, len == pkt->msg_len ? data : NULL, &r->recv, NULL);
+    aml_call_handler(aml, pkt, uhdr, len == pkt->msg_len ? data : NULL, &r->recv, NULL);
     aml_deliver(aml, &r->recv, 0, data, len);
     r->received = len;
     p->eager_rx = r;

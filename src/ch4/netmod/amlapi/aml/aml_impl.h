@@ -380,12 +380,12 @@ void aml_smsg_event_done(aml_t * aml, aml_smsg_t * m, bool org_event);
 aml_smsg_t *aml_smsg_new(aml_t * aml, const aml_xfer_t * x, int proto);
 bool aml_range_registered(aml_t * aml, uintptr_t addr, size_t len);
 aml_cntr_t *aml_check_cntr(aml_t * aml, const aml_pkt_t * pkt);
-const aml_handler_t *aml_check_handler(aml_t * aml, const aml_pkt_t * pkt);
+void aml_check_handler(aml_t * aml, const aml_pkt_t * pkt);
 void aml_run_handler(aml_t * aml, unsigned handler, int type, uint32_t src, const void *uhdr,
                      size_t uhdr_len, uint64_t msg_len, const void *data, int proto,
                      aml_recv_t * recv, aml_rmsg_t * msg);
-void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const aml_handler_t * h,
-                      const void *uhdr, const void *data, aml_recv_t * recv, aml_rmsg_t * msg);
+void aml_call_handler(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr, const void *data,
+                      aml_recv_t * recv, aml_rmsg_t * msg);
 void aml_deliver(aml_t * aml, const aml_recv_t * recv, size_t offset, const void *data,
                  size_t len);
 void aml_rx_complete(aml_t * aml, int src, aml_cntr_t * tgt_cntr, const aml_recv_t * recv,

@@ -183,14 +183,15 @@ void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *u
 void aml_onepacket_recv(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr, const void *data,
                         size_t len)
 {
-    const aml_handler_t *h = aml_check_handler(aml, pkt);
-    aml_cntr_t *tgt = aml_check_cntr(aml, pkt);
+    aml_cntr_t *tgt;
     aml_recv_t recv;
 
+    aml_check_handler(aml, pkt);
+    tgt = aml_check_cntr(aml, pkt);
     if (pkt->msg_len != len)
         aml_fatal_pkt(aml, pkt, "carries %zu data bytes, header says %llu", len,
                       (unsigned long long) pkt->msg_len);
-    aml_call_handler(aml, pkt, h, uhdr, data, &recv, NULL);
+    aml_call_handler(aml, pkt, uhdr, data, &recv, NULL);
     aml_deliver(aml, &recv, 0, data, len);
     aml_rx_complete(aml, (int) pkt->src, tgt, &recv, pkt->flags & AML_PKTF_CMPL, pkt->msg_id,
                     false);

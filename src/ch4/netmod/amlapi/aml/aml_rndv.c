@@ -259,11 +259,12 @@ static void rndv_pull(aml_t * aml, aml_rmsg_t * r)
 void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                          const void *data, size_t len)
 {
-    const aml_handler_t *h = aml_check_handler(aml, pkt);
     aml_peer_t *p = &aml->peers[pkt->src];
     aml_rmsg_t *r;
 
     bool put = pkt->flags & AML_PKTF_PUT, ucx = pkt->flags & AML_PKTF_UCX;
+
+    aml_check_handler(aml, pkt);
 
     if (pkt->msg_len == 0)
         aml_fatal_pkt(aml, pkt, "rendezvous for an empty message");
@@ -294,7 +295,7 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
         r->ucx_desc = (void *) data;
     else if (!put && ucp_ep_rkey_unpack(p->ep, data, &r->rkey) != UCS_OK)
         aml_fatal_pkt(aml, pkt, "rkey does not unpack");
-    aml_call_handler(aml, pkt, h, uhdr, NULL, &r->recv, r);
+    aml_call_handler(aml, pkt, uhdr, NULL, &r->recv, r);
     if (r->recv.defer) {
         aml_defer_add(aml, r);
         return;

@@ -408,6 +408,18 @@ static int t_compact_burst(rank_ctx_t * c)
     return 0;
 }
 
+static size_t fence_check_bad = 1;
+static int fence_check_seen;
+static int fence_check_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
+                               aml_recv_t * recv)
+{
+    (void) aml;
+    (void) recv;
+    fence_check_bad = first_bad(ctx, 1 << 20, info->src, 77);
+    fence_check_seen = 1;
+    return 0;
+}
+
 /* put/get/rmw on registered memory, fences, gfence, address_init */
 static int t_rma(rank_ctx_t * c)
 {
@@ -443,23 +455,42 @@ static int t_rma(rank_ctx_t * c)
         CHECK_OK(aml_gfence(c->aml));
     }
 
-    /* put + fence: after aml_fence the data is at the target */
+    /* put + fence: once aml_fence returns the data is at the target. Checked by the target
+     * itself, in the handler of a message sent after the fence (no gfence, no barrier, which
+     * would hide a fence that does nothing): the 1 MiB put is a rendezvous still moving when
+     * a no-op fence returns. */
     fill(local, 1 << 20, c->rank, 77);
+    CHECK_OK(aml_register_handler(c->aml, 5, fence_check_handler, (void *) (win + 8)));
+    CHECK_OK(aml_barrier(c->aml));      /* not test_barrier: debug_reorder may hold a packet
+                                         * that only aml_progress sends */
     CHECK_OK(aml_put(c->aml, right, (char *) bases[right] + 8, local, 1 << 20, NULL, NULL, NULL));
     CHECK_OK(aml_fence(c->aml, right));
+    CHECK_OK(aml_amsend(c->aml, right, 5, NULL, 0, NULL, 0, NULL, NULL, NULL));
+    while (!fence_check_seen)
+        aml_progress(c->aml);
+    CHECK(fence_check_bad == (size_t) -1, "after the fence, byte %zu of the put from %d was "
+          "not there", fence_check_bad, left);
     CHECK_OK(aml_gfence(c->aml));
-    CHECK(first_bad(win + 8, 1 << 20, left, 77) == (size_t) -1, "put before fence");
 
-    /* rmw: every rank adds 1..10 to rank 0's atom[0] */
+    /* rmw: every rank adds 1..10 to rank 0's atom[0] (contended: the sum is exact), and
+     * 1..10 to its right neighbour's atom[3], which only it touches: each previous value is
+     * exact, the sum of the earlier operands */
     for (int i = 1; i <= 10; i++) {
         int64_t in[2] = { i, 0 }, prev = -1;
         CHECK_OK(aml_rmw(c->aml, 0, AML_RMW_FETCH_ADD, (int64_t *) atoms[0], in, &prev, &org));
         CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
-        CHECK(prev >= 0, "fetch-add returned %lld", (long long) prev);
+        CHECK(prev >= 0 && prev <= 55 * c->size - i, "fetch-add returned %lld", (long long) prev);
+        prev = -1;
+        CHECK_OK(aml_rmw(c->aml, right, AML_RMW_FETCH_ADD, (int64_t *) atoms[right] + 3, in,
+                         &prev, &org));
+        CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        CHECK(prev == (int64_t) (i - 1) * i / 2, "fetch-add %d returned %lld, want %d", i,
+              (long long) prev, (i - 1) * i / 2);
     }
     CHECK_OK(aml_gfence(c->aml));
     if (c->rank == 0)
         CHECK(atom[0] == 55 * c->size, "sum %lld, want %d", (long long) atom[0], 55 * c->size);
+    CHECK(atom[3] == 55, "uncontended sum %lld, want 55", (long long) atom[3]);
     /* compare-and-swap: exactly one rank wins */
     {
         int64_t in[2] = { 0, c->rank + 1 }, prev = -1;
@@ -861,7 +892,22 @@ static void mk_adapt_sfirst(aml_pkt_t * p, char *x, size_t * h, size_t * d)
     *d = 10;
 }
 
+/* a packet 40000 ahead of its sequence number (t_bad moves it) */
+static void mk_far(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_one(p, x, h, d);
+    p->msg_len = *d;
+}
+
+/* a malformed packet one ahead of its sequence: checked on arrival, not kept (t_bad moves it) */
+static void mk_early_bad(aml_pkt_t * p, char *x, size_t * h, size_t * d)
+{
+    mk_handler(p, x, h, d);
+}
+
 static const bad_case_t bad_cases[] = {
+    {"bad_far_ahead", "type ONE (1): sequence number 40000 is 40000 ahead of 0", mk_far},
+    {"bad_early", "type ONE (1): handler 9 is not registered", mk_early_bad},
     {"bad_one", "type ONE (1): carries 10 data bytes, header says 100", mk_one},
     {"bad_eager_first", "type EAGER_FIRST (2): first chunk at offset 50", mk_first},
     {"bad_eager_cont", "type EAGER_CONT (3): continuation of message 77", mk_cont},
@@ -927,6 +973,10 @@ static int t_bad(rank_ctx_t * c)
         cur_bad->make(&p, hdr + sizeof(aml_pkt_t), &hlen, &dlen);
         if (cur_bad->make == mk_seq)
             p.seq += (uint32_t) -5;
+        if (cur_bad->make == mk_far)
+            p.seq += 40000;
+        if (cur_bad->make == mk_early_bad)
+            p.seq += 1;
         memcpy(hdr, &p, sizeof(p));
         CHECK_OK(aml_debug_send_raw(c->aml, 1, hdr, hlen, data, dlen));
     }
@@ -938,7 +988,7 @@ static int t_bad(rank_ctx_t * c)
 /* deferred rendezvous: the receiver's handler defers every message, then lands them in the
  * reverse order (aml_accept) except one it drops (aml_reject); every sender buffer is released */
 #define NDEFER 6
-static aml_msg_t *deferred_msgs[NDEFER];
+static aml_handle_t deferred_msgs[NDEFER];
 static int ndeferred, defer_compl;
 
 static int defer_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
@@ -979,7 +1029,7 @@ static int t_defer(rank_ctx_t * c)
         aml_recv_t r;
         while (ndeferred < NDEFER)
             aml_progress(c->aml);
-        CHECK(aml_accept(c->aml, NULL, NULL) == AML_ERR_INVAL, "accept NULL");
+        CHECK(aml_accept(c->aml, AML_HANDLE_NONE, NULL) == AML_ERR_INVAL, "accept NULL");
         CHECK_OK(aml_reject(c->aml, deferred_msgs[0]));
         CHECK(aml_reject(c->aml, deferred_msgs[0]) == AML_ERR_INVAL, "reject twice");
         for (int i = NDEFER - 1; i >= 1; i--) {
@@ -1004,7 +1054,7 @@ static int t_defer(rank_ctx_t * c)
  * and adaptive eager is used again. */
 #define ACREDITS 3
 #define AMSGS (ACREDITS + 3)
-static aml_msg_t *adeferred[AMSGS];
+static aml_handle_t adeferred[AMSGS];
 static int adeferred_proto[AMSGS], nadeferred, acompl;
 
 static int adefer_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
@@ -1109,7 +1159,7 @@ static int t_adaptive_credits(rank_ctx_t * c)
 
 /* an empty adaptive message, deferred, is accepted without a landing (MPI: a 0-byte receive
  * with a NULL buffer matching an early arrival) and its credit comes back */
-static aml_msg_t *empty_msg;
+static aml_handle_t empty_msg;
 static int empty_done;
 
 static int empty_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
@@ -1198,6 +1248,308 @@ static int t_no_fd(rank_ctx_t * c)
 
 /* ---- driver --------------------------------------------------------------------------- */
 
+
+
+/* Ranks that disagree on a setting receivers check are refused at connect, naming the
+ * setting and both values; before, a correct sender was killed as "malformed" when rank 1
+ * ran with fewer adaptive credits. Rank 1 uses 8 credits, rank 0 the default 32. */
+static void credits_by_rank(aml_config_t * cfg)
+{
+    if (cfg->rank == 1)
+        cfg->adaptive_credits = 8;
+}
+
+static int mismatch_check(aml_t * aml, int rank, int rc)
+{
+    const char *setting;
+    int peer;
+    int64_t mine, theirs;
+    if (rc != AML_ERR_CONFIG || aml_connect_mismatch(aml, &setting, &peer, &mine, &theirs)) {
+        fprintf(stderr, "rank %d: aml_connect returned %s\n", rank, aml_strerror(rc));
+        return 1;
+    }
+    if (strcmp(setting, "adaptive_credits") || peer != 1 - rank ||
+        mine != (rank == 1 ? 8 : 32) || theirs != (rank == 1 ? 32 : 8)) {
+        fprintf(stderr, "rank %d: mismatch reported as %s with rank %d: %lld / %lld\n", rank,
+                setting, peer, (long long) mine, (long long) theirs);
+        return 1;
+    }
+    aml_finalize(aml);
+    return 0;
+}
+
+static int t_never(rank_ctx_t * c)
+{
+    (void) c;
+    return 1;
+}
+/* ---- hardening (issue 12): each of these failed or hung before its fix ------------------ */
+
+/* A transport error on a send is fatal and names the peer; before, aml_send_desc returned an
+ * error after taking the sequence number, the receiver stashed every later packet and quiesce
+ * hung. Rank 0 sends a two-packet eager message whose second packet fails. */
+static void eager_only(aml_config_t * cfg)
+{
+    cfg->protocol = AML_PROTO_EAGER;
+}
+
+static int t_send_fail(rank_ctx_t * c)
+{
+    static unsigned char data[12000];
+    rx_setup(c, sizeof(data));
+    test_barrier(c);
+    if (c->rank == 0) {
+        aml_debug_fail_send(c->aml, 2);
+        aml_amsend(c->aml, 1, 3, NULL, 0, data, sizeof(data), NULL, NULL, NULL);
+        return 1;               /* not reached: the send is fatal */
+    }
+    for (;;)
+        aml_progress(c->aml);
+    return 1;
+}
+
+/* Crossed unmatched messages at finalize: each rank sends the other a message that the
+ * receiver's handler defers and nobody ever accepts. aml_quiesce drops them and completes
+ * both senders; before, both ranks waited for their own send forever. */
+static int cross_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
+                         aml_recv_t * recv)
+{
+    (void) aml;
+    (void) ctx;
+    if (info->msg == AML_HANDLE_NONE)
+        return 1;
+    recv->defer = 1;
+    return 0;
+}
+
+static int t_quiesce_crossed(rank_ctx_t * c)
+{
+    const size_t n = 200000;
+    unsigned char *data = malloc(n);
+    aml_cntr_t org, cmpl;
+    aml_xfer_t x;
+    CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+    CHECK_OK(aml_cntr_init(c->aml, &cmpl, 0));
+    CHECK_OK(aml_register_handler(c->aml, 4, cross_handler, NULL));
+    test_barrier(c);
+    memset(&x, 0, sizeof(x));
+    x.peer = 1 - c->rank;
+    x.handler = 4;
+    x.data = data;
+    x.len = n;
+    x.org_cntr = &org;
+    CHECK_OK(aml_xfer(c->aml, &x));
+    /* a second one naming a completion counter (full header; the put variant's DONE) */
+    x.cmpl_cntr = &cmpl;
+    CHECK_OK(aml_xfer(c->aml, &x));
+    CHECK_OK(aml_quiesce(c->aml));
+    CHECK(aml_cntr_get(&org) == 2, "origin counter %lld after quiesce",
+          (long long) aml_cntr_get(&org));
+    CHECK(aml_cntr_get(&cmpl) == 1, "completion counter %lld after quiesce (a dropped message "
+          "counts as delivered)", (long long) aml_cntr_get(&cmpl));
+    free(data);
+    return 0;
+}
+
+/* A message that arrives while its receiver is already in aml_quiesce, whose handler
+ * replies: before, the receiver had closed its endpoints and the reply crashed on a NULL
+ * endpoint (or the message was never handled). */
+static int late_replies;
+static int reply_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    (void) ctx;
+    (void) recv;
+    if (info->src == 1 && aml_amsend(aml, 1, 7, NULL, 0, NULL, 0, NULL, NULL, NULL) != AML_OK)
+        return 1;
+    return 0;
+}
+
+static int replied_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
+                           aml_recv_t * recv)
+{
+    (void) aml;
+    (void) ctx;
+    (void) info;
+    (void) recv;
+    late_replies++;
+    return 0;
+}
+
+static int t_quiesce_late(rank_ctx_t * c)
+{
+    CHECK_OK(aml_register_handler(c->aml, 6, reply_handler, NULL));
+    CHECK_OK(aml_register_handler(c->aml, 7, replied_handler, NULL));
+    test_barrier(c);
+    if (c->rank == 1) {
+        usleep(50000);          /* rank 0 is in aml_quiesce by now */
+        CHECK_OK(aml_amsend(c->aml, 0, 6, NULL, 0, NULL, 0, NULL, NULL, NULL));
+        while (late_replies == 0)
+            aml_progress(c->aml);
+    }
+    CHECK_OK(aml_quiesce(c->aml));
+    return 0;
+}
+
+/* aml_fence covers deferred messages: it returns only once everything sent before it was
+ * landed (or rejected) and its handlers ran at the target. Rank 1 defers an adaptive eager
+ * and a rendezvous message and accepts them only after a while; a message rank 0 sends after
+ * its fence must find both complete. Before, the adaptive one was acknowledged when its data
+ * arrived, and a deferred rendezvous was not counted at all. */
+static aml_handle_t fd_msgs[2];
+static int fd_n, fd_done, fd_probe_ok = -1;
+static int fd_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    (void) aml;
+    (void) ctx;
+    if (info->msg == AML_HANDLE_NONE || fd_n >= 2)
+        return 1;
+    fd_msgs[fd_n++] = info->msg;
+    recv->defer = 1;
+    return 0;
+}
+
+static void fd_compl(aml_t * aml, void *arg)
+{
+    (void) aml;
+    (void) arg;
+    fd_done++;
+}
+
+static int fd_probe(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    (void) aml;
+    (void) ctx;
+    (void) info;
+    (void) recv;
+    fd_probe_ok = fd_done == 2;
+    return 0;
+}
+
+static int t_fence_defer(rank_ctx_t * c)
+{
+    static unsigned char data[2][300000], buf[2][300000];
+    aml_xfer_t x;
+    CHECK_OK(aml_register_handler(c->aml, 4, fd_handler, NULL));
+    CHECK_OK(aml_register_handler(c->aml, 5, fd_probe, NULL));
+    test_barrier(c);
+    if (c->rank == 0) {
+        memset(&x, 0, sizeof(x));
+        x.peer = 1;
+        x.handler = 4;
+        x.data = data[0];
+        x.len = 10000;
+        x.protocol = AML_PROTO_ADAPTIVE;
+        CHECK_OK(aml_xfer(c->aml, &x));
+        x.data = data[1];
+        x.len = sizeof(data[1]);
+        x.protocol = AML_PROTO_RNDV;
+        CHECK_OK(aml_xfer(c->aml, &x));
+        CHECK_OK(aml_fence(c->aml, 1));
+        CHECK_OK(aml_amsend(c->aml, 1, 5, NULL, 0, NULL, 0, NULL, NULL, NULL));
+    } else {
+        aml_recv_t r;
+        while (fd_n < 2)
+            aml_progress(c->aml);
+        for (int i = 0; i < 20000; i++)     /* the fence request arrives meanwhile */
+            aml_progress(c->aml);
+        CHECK(fd_probe_ok == -1, "a message sent after the fence overtook its deferred "
+              "messages");
+        for (int i = 0; i < 2; i++) {
+            memset(&r, 0, sizeof(r));
+            r.buf = buf[i];
+            r.compl_fn = fd_compl;
+            CHECK_OK(aml_accept(c->aml, fd_msgs[i], &r));
+        }
+        while (fd_probe_ok == -1)
+            aml_progress(c->aml);
+        CHECK(fd_probe_ok == 1, "the fence returned before its deferred messages completed");
+    }
+    CHECK_OK(aml_barrier(c->aml));
+    return 0;
+}
+
+/* A rejected message counts as delivered for the sender's completion counter in every
+ * rendezvous variant; before, the put variant never counted it. Also: a handle is never
+ * reused, so a stale one is refused even when a newer message sits in the same record. */
+static aml_handle_t rj_msgs[4];
+static int rj_n;
+static int rj_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    (void) aml;
+    (void) ctx;
+    if (info->msg == AML_HANDLE_NONE || rj_n >= 4)
+        return 1;
+    rj_msgs[rj_n++] = info->msg;
+    recv->defer = 1;
+    return 0;
+}
+
+static int t_reject_cmpl(rank_ctx_t * c)
+{
+    static unsigned char data[100000];
+    aml_cntr_t cmpl, org;
+    aml_xfer_t x;
+    CHECK_OK(aml_cntr_init(c->aml, &cmpl, 0));
+    CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+    CHECK_OK(aml_register_handler(c->aml, 4, rj_handler, NULL));
+    test_barrier(c);
+    if (c->rank == 0) {
+        memset(&x, 0, sizeof(x));
+        x.peer = 1;
+        x.handler = 4;
+        x.data = data;
+        x.len = sizeof(data);
+        x.org_cntr = &org;
+        x.cmpl_cntr = &cmpl;
+        x.protocol = AML_PROTO_RNDV;
+        CHECK_OK(aml_xfer(c->aml, &x));
+        CHECK_OK(aml_cntr_wait(c->aml, &cmpl, 1));
+        CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        CHECK_OK(aml_xfer(c->aml, &x));         /* accepted this time */
+        CHECK_OK(aml_cntr_wait(c->aml, &cmpl, 1));
+    } else {
+        static unsigned char buf[100000];
+        aml_recv_t r;
+        while (rj_n < 1)
+            aml_progress(c->aml);
+        CHECK_OK(aml_reject(c->aml, rj_msgs[0]));
+        while (rj_n < 2)
+            aml_progress(c->aml);
+        CHECK(rj_msgs[1] != rj_msgs[0], "a handle was reused");
+        memset(&r, 0, sizeof(r));
+        r.buf = buf;
+        CHECK(aml_accept(c->aml, rj_msgs[0], &r) == AML_ERR_INVAL, "a stale handle was taken");
+        CHECK(aml_reject(c->aml, rj_msgs[0]) == AML_ERR_INVAL, "a stale handle was rejected");
+        CHECK_OK(aml_accept(c->aml, rj_msgs[1], &r));
+    }
+    CHECK_OK(aml_barrier(c->aml));
+    return 0;
+}
+
+/* debug_reorder holds back every other sequenced packet: the receiver's stash and replay
+ * run, and messages still arrive in order (t_order checks) */
+static int t_order_stash(rank_ctx_t * c)
+{
+    int64_t stashed = 0;
+    int rc = t_order(c);
+    CHECK_OK(aml_qenv(c->aml, AML_Q_STASHED, &stashed));
+    if (c->rank == 0)
+        CHECK(stashed > 0, "no packet arrived ahead of its sequence number");
+    return rc;
+}
+
+static void seq_reorder(aml_config_t * cfg)
+{
+    cfg->debug_reorder = 1;
+}
+
+static void seq_reorder_put(aml_config_t * cfg)
+{
+    cfg->debug_reorder = 1;
+    cfg->rndv_ucx = 0;
+    cfg->rndv_put = 1;
+}
+
 typedef struct {
     const char *name;
     int nprocs;
@@ -1235,6 +1587,61 @@ static const test_t tests[] = {
     {"sizes_interrupt", 2, t_sizes, interrupt_mode},
     {"no_fd", 2, t_no_fd, NULL},
     {"compact_burst", 2, t_compact_burst, NULL},
+    {"quiesce_crossed", 2, t_quiesce_crossed, NULL},
+    {"quiesce_crossed_get", 2, t_quiesce_crossed, rndv_get},
+    {"quiesce_crossed_put", 2, t_quiesce_crossed, rndv_put},
+    {"quiesce_crossed_adaptive", 2, t_quiesce_crossed, force_adaptive},
+    {"quiesce_late", 2, t_quiesce_late, NULL},
+    {"fence_defer", 2, t_fence_defer, NULL},
+    {"fence_defer_get", 2, t_fence_defer, rndv_get},
+    {"fence_defer_put", 2, t_fence_defer, rndv_put},
+    {"reject_cmpl", 2, t_reject_cmpl, NULL},
+    {"reject_cmpl_get", 2, t_reject_cmpl, rndv_get},
+    {"reject_cmpl_put", 2, t_reject_cmpl, rndv_put},
+    {"order_stash", 4, t_order_stash, seq_reorder},
+    {"order_stash_put", 4, t_order_stash, seq_reorder_put},
+    {"sizes_stash", 2, t_sizes, seq_reorder},
+    {"rma_stash", 3, t_rma, seq_reorder},
+};
+
+
+/* A duplicated adaptive data chunk: with the first chunk [0, 40) it would make the byte total
+ * of a 100-byte message while [70, 100) never came. Before, only the total was checked. */
+static int t_bad_adapt_dup(rank_ctx_t * c)
+{
+    rx_setup(c, 1 << 20);
+    test_barrier(c);
+    if (c->rank == 0) {
+        aml_pkt_t p;
+        char data[30];
+        memset(&p, 0, sizeof(p));
+        memset(data, 1, sizeof(data));
+        p.type = AML_PKT_ADAPT_DATA;
+        p.proto = AML_PROTO_ADAPTIVE;
+        p.src = 0;
+        p.msg_len = 100;
+        p.msg_id = 5;
+        p.addr = 40;
+        CHECK_OK(aml_debug_send_raw(c->aml, 1, &p, sizeof(p), data, sizeof(data)));
+        CHECK_OK(aml_debug_send_raw(c->aml, 1, &p, sizeof(p), data, sizeof(data)));
+    }
+    for (;;)
+        aml_progress(c->aml);
+    return 1;
+}
+
+/* tests in which one rank must stop in aml's fatal path with this message */
+static const struct {
+    const char *name;
+    rank_body_t body;
+    void (*hook) (aml_config_t *);
+    int rank;
+    const char *msg;
+} fatal_tests[] = {
+    {"send_fail", t_send_fail, eager_only, 0, "sending a EAGER_SCONT packet to rank 1 failed: "
+     "injected"},
+    {"bad_adapt_dup", t_bad_adapt_dup, NULL, 1, "from rank 0: type ADAPT_DATA (13): chunk "
+     "[40, 70) of adaptive message 5 overlaps bytes [40, 70) received before"},
 };
 
 int main(int argc, char **argv)
@@ -1247,16 +1654,26 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "--list")) {
         for (size_t i = 0; i < nt; i++)
             printf("%s\n", tests[i].name);
-        printf("config\n");
+        for (size_t i = 0; i < sizeof(fatal_tests) / sizeof(fatal_tests[0]); i++)
+            printf("%s\n", fatal_tests[i].name);
+        printf("config\nconfig_mismatch\n");
         for (size_t i = 0; i < nb; i++)
             printf("%s\n", bad_cases[i].name);
         return 0;
     }
     if (!strcmp(argv[1], "config"))
         return t_config();
+    if (!strcmp(argv[1], "config_mismatch")) {
+        launch_connect_fails = mismatch_check;
+        return launch(2, t_never, credits_by_rank, 60, -1, NULL);
+    }
     for (size_t i = 0; i < nt; i++)
         if (!strcmp(argv[1], tests[i].name))
             return launch(tests[i].nprocs, tests[i].body, tests[i].hook, 120, -1, NULL);
+    for (size_t i = 0; i < sizeof(fatal_tests) / sizeof(fatal_tests[0]); i++)
+        if (!strcmp(argv[1], fatal_tests[i].name))
+            return launch(2, fatal_tests[i].body, fatal_tests[i].hook, 60, fatal_tests[i].rank,
+                          fatal_tests[i].msg);
     for (size_t i = 0; i < nb; i++) {
         if (!strcmp(argv[1], bad_cases[i].name)) {
             char expect[300];

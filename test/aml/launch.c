@@ -28,6 +28,8 @@ void test_barrier(rank_ctx_t * c)
 
 static int my_rank;
 
+int (*launch_connect_fails) (aml_t * aml, int rank, int rc);
+
 static void fatal_cb(void *arg, const char *msg)
 {
     (void) arg;
@@ -61,7 +63,13 @@ static int run_rank(int rank, int size, rank_body_t body, void (*cfg_hook) (aml_
     memcpy(sh->addr[rank], a, alen);
     sh->len[rank] = alen;
     pthread_barrier_wait(&sh->bar);
-    if ((rc = aml_connect(ctx.aml, sh->addr, ADDR_MAX)) != AML_OK) {
+    rc = aml_connect(ctx.aml, sh->addr, ADDR_MAX);
+    if (launch_connect_fails) {
+        if (rc == AML_OK)
+            fprintf(stderr, "rank %d: aml_connect succeeded, a failure was expected\n", rank);
+        return rc == AML_OK ? 1 : launch_connect_fails(ctx.aml, rank, rc);
+    }
+    if (rc != AML_OK) {
         fprintf(stderr, "rank %d: aml_connect: %s\n", rank, aml_strerror(rc));
         return 1;
     }

@@ -21,6 +21,9 @@ typedef int (*rank_body_t) (rank_ctx_t * c);
 int launch(int nprocs, rank_body_t body, void (*cfg_hook) (aml_config_t *), int timeout_s,
            int expect_fatal_rank, const char *expect_msg);
 void test_barrier(rank_ctx_t * c);
+/* When set, aml_connect is expected to fail on every rank: the rank's exit code is this
+ * function's result (it checks the failure), and a connect that succeeds fails the test. */
+extern int (*launch_connect_fails) (aml_t * aml, int rank, int rc);
 
 #define CHECK(cond, ...)                                                         \
     do {                                                                         \

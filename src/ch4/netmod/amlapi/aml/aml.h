@@ -20,7 +20,11 @@ extern "C" {
 #endif
 
 typedef struct aml aml_t;
-typedef struct aml_rmsg aml_msg_t;     /* an incoming message whose landing is deferred */
+/* An incoming message whose landing is deferred: an opaque value, never 0, never reused in the
+ * life of an aml_t (a generation count), so a stale handle is rejected, not mistaken for a
+ * newer message. */
+typedef uint64_t aml_handle_t;
+#define AML_HANDLE_NONE ((aml_handle_t) 0)
 
 typedef enum {
     AML_OK = 0,
@@ -29,7 +33,8 @@ typedef enum {
     AML_ERR_TRANSPORT,          /* UCX reported an error */
     AML_ERR_NOT_SUPPORTED,      /* valid request this build/mode cannot do */
     AML_ERR_RANGE,              /* address range outside registered memory */
-    AML_ERR_STATE               /* called in the wrong state (e.g. before aml_connect) */
+    AML_ERR_STATE,              /* called in the wrong state (e.g. before aml_connect) */
+    AML_ERR_CONFIG              /* ranks disagree on a setting (aml_connect_mismatch) */
 } aml_status_t;
 
 const char *aml_strerror(int status);
@@ -66,7 +71,9 @@ typedef struct aml_config {
                                  * adaptive eager off (AUTO then uses ordered eager) */
     int lanes;                  /* UCX endpoints per peer that adaptive data spreads over
                                  * (1..8) */
-    int debug_reorder;          /* tests: adaptive data packets go last to first, ahead of
+    int debug_reorder;          /* tests: every other sequenced packet to a peer is held back
+                                 * and sent after the next one (stash and replay run), and
+                                 * adaptive data packets go last to first, ahead of
                                  * their first packet */
     int rndv_ucx;               /* default 1: rendezvous by UCX's own active-message
                                  * rendezvous (the scout is a UCP AM sent with
@@ -85,12 +92,21 @@ void aml_config_default(aml_config_t * cfg);
 
 /* Creates the UCX context and worker. Communication needs aml_connect. */
 int aml_init(const aml_config_t * cfg, aml_t ** aml);
-/* This process's worker address, to be exchanged by the embedder (PMI, a launcher). */
+/* This process's address, to be exchanged by the embedder (PMI, a launcher): the settings
+ * every rank must share, then the transport's address. */
 int aml_local_address(aml_t * aml, const void **addr, size_t * len);
-/* Connects to every rank: table + i * stride is rank i's address. */
+/* Connects to every rank: table + i * stride is rank i's address. AML_ERR_CONFIG when a rank's
+ * settings differ from this one's (nothing is connected then): aml_connect_mismatch names the
+ * first such setting. */
 int aml_connect(aml_t * aml, const void *table, size_t stride);
-/* Waits until every operation this process started has completed locally and every incoming
- * message has been delivered. Call before the embedder's final barrier. */
+/* After AML_ERR_CONFIG: the aml_config_t field (or derived limit) that differs, the peer,
+ * and both values. */
+int aml_connect_mismatch(aml_t * aml, const char **setting, int *peer, int64_t * mine,
+                         int64_t * theirs);
+/* Finalize handshake with every rank (collective): waits until every message anybody sent
+ * has reached its handler, drops deferred messages nobody accepted (their senders complete as
+ * if delivered), waits until everything this process started has completed, and closes the
+ * endpoints once no packet can arrive any more. Call before the embedder's final barrier. */
 int aml_quiesce(aml_t * aml);
 /* Releases everything. After the embedder's barrier: no traffic is exchanged any more. */
 int aml_finalize(aml_t * aml);
@@ -112,7 +128,9 @@ typedef enum {
     AML_Q_ADAPTIVE_CREDITS,     /* get */
     AML_Q_LANES,                /* get */
     AML_Q_MSGS_SENT,            /* get: messages sent with protocol (val in: aml_proto_t) */
-    AML_Q_BYTES_SENT            /* get: data bytes sent with protocol */
+    AML_Q_BYTES_SENT,           /* get: data bytes sent with protocol */
+    AML_Q_STASHED               /* get: packets that arrived ahead of their sequence number
+                                 * and were held until the gap filled */
 } aml_query_t;
 
 /* For AML_Q_MSGS_SENT/AML_Q_BYTES_SENT, *val holds the protocol on entry. */
@@ -148,8 +166,8 @@ typedef struct aml_msg_info {
     const void *data;           /* non-NULL iff all data is in hand (one-packet): the handler
                                  * may consume it directly, valid during the handler */
     int protocol;               /* aml_proto_t used by the sender */
-    aml_msg_t *msg;             /* rendezvous and adaptive eager: handle for a deferred
-                                 * landing (recv->defer) */
+    aml_handle_t msg;           /* rendezvous and adaptive eager: handle for a deferred
+                                 * landing (recv->defer); else AML_HANDLE_NONE */
 } aml_msg_info_t;
 
 /* What the header handler returns: where the data lands and what runs afterwards. */
@@ -159,7 +177,7 @@ typedef struct aml_recv {
     void *unpack_arg;
     aml_compl_fn_t compl_fn;    /* runs in the dispatcher after all data landed; may send */
     void *compl_arg;
-    int defer;                  /* when info->msg != NULL: no landing yet; the embedder decides
+    int defer;                  /* when info->msg is a handle: no landing yet; the embedder decides
                                  * later with aml_accept or aml_reject. Rendezvous: nothing
                                  * has moved but the header, so an unmatched large message
                                  * costs no buffer at the receiver. Adaptive eager: aml keeps
@@ -217,10 +235,10 @@ int aml_amsend_small(aml_t * aml, int peer, unsigned handler, const void *uhdr,
  * recv->unpack), adaptive data is copied there from aml's staging buffer; then
  * recv->compl_fn runs and the sender's buffer (rendezvous) or credit (adaptive) is released.
  * An adaptive message still arriving lands when its last packet does. */
-int aml_accept(aml_t * aml, aml_msg_t * msg, const aml_recv_t * recv);
+int aml_accept(aml_t * aml, aml_handle_t msg, const aml_recv_t * recv);
 /* Drops a deferred message without landing its data; the sender's buffer or credit is
  * released as if delivered (the embedder tells its sender why, e.g. a cancelled send). */
-int aml_reject(aml_t * aml, aml_msg_t * msg);
+int aml_reject(aml_t * aml, aml_handle_t msg);
 
 /* --- one-sided ------------------------------------------------------------------------- */
 

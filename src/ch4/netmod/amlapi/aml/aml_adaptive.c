@@ -151,6 +151,8 @@ static void adaptive_release(aml_t * aml, aml_rmsg_t * r)
 {
     aml_htab_del(&aml->adapt_rx, rx_key(aml, r->src, r->msg_id));
     aml->peers[r->src].adapt_in--;
+    /* only now, after its handlers ran (or it was rejected), may a fence be acknowledged */
+    aml_rx_counted_done(aml, r->src);
     if (aml_send_ctrl(aml, r->src, AML_PKT_ADAPT_TOKEN, r->msg_id, 0) != AML_OK)
         aml_fatal(aml, "cannot send an adaptive token to rank %d", r->src);
     free(r->bounce);
@@ -167,17 +169,16 @@ static void adaptive_land(aml_t * aml, aml_rmsg_t * r)
     adaptive_release(aml, r);
 }
 
+static void adaptive_drop(aml_t * aml, aml_rmsg_t * r);
+
 /* Every byte arrived (and the first packet was handled). */
 static void adaptive_data_done(aml_t * aml, aml_rmsg_t * r)
 {
     r->data_done = true;
-    aml->rx_busy--;
-    if (--aml->peers[r->src].rx_incomplete == 0)
-        aml_sync_rx_idle(aml, r->src);
     if (r->deferred)
         return;         /* aml_accept or aml_reject finishes */
     if (r->dropped)
-        adaptive_release(aml, r);
+        adaptive_drop(aml, r);
     else
         adaptive_land(aml, r);
 }
@@ -239,6 +240,57 @@ static void adaptive_put(aml_t * aml, aml_rmsg_t * r, size_t off, const void *da
     memcpy((char *) r->bounce + off, data, len);
 }
 
+/* Records that pkt brings [off, off+len) of r. Data packets come in any order over several
+ * lanes, so the byte total alone cannot tell a duplicate that took the place of a missing
+ * chunk: a chunk that overlaps anything already received is a malformed packet. The ranges
+ * stay few: correct chunks are adjacent and merge. */
+static void adaptive_claim(aml_t * aml, const aml_pkt_t * pkt, aml_rmsg_t * r, size_t off,
+                           size_t len)
+{
+    size_t end = off + len;
+    int i = 0;
+
+    if (!r->got) {
+        r->got = r->got_inline;
+        r->capgot = 2;
+    }
+    while (i < r->ngot && r->got[i].end <= off)
+        i++;
+    /* got[i] is the first range ending after off: it must start at or after end */
+    if (i < r->ngot && r->got[i].start < end)
+        aml_fatal_pkt(aml, pkt, "chunk [%zu, %zu) of adaptive message %llu overlaps bytes "
+                      "[%zu, %zu) received before", off, end, (unsigned long long) pkt->msg_id,
+                      r->got[i].start, r->got[i].end);
+    if (i > 0 && r->got[i - 1].end == off) {
+        r->got[i - 1].end = end;        /* extends its predecessor, maybe joins the next */
+        if (i < r->ngot && r->got[i].start == end) {
+            r->got[i - 1].end = r->got[i].end;
+            memmove(&r->got[i], &r->got[i + 1], (r->ngot - i - 1) * sizeof(*r->got));
+            r->ngot--;
+        }
+        return;
+    }
+    if (i < r->ngot && r->got[i].start == end) {
+        r->got[i].start = off;
+        return;
+    }
+    if (r->ngot == r->capgot) {
+        int cap = 2 * r->capgot;
+        aml_range_t *g = malloc(cap * sizeof(*g));
+        if (!g)
+            aml_fatal(aml, "out of memory receiving from rank %d", r->src);
+        memcpy(g, r->got, r->ngot * sizeof(*g));
+        if (r->got != r->got_inline)
+            free(r->got);
+        r->got = g;
+        r->capgot = cap;
+    }
+    memmove(&r->got[i + 1], &r->got[i], (r->ngot - i) * sizeof(*r->got));
+    r->got[i].start = off;
+    r->got[i].end = end;
+    r->ngot++;
+}
+
 void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                              const void *data, size_t len)
 {
@@ -259,6 +311,8 @@ void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhd
     if (len > r->len - r->received)
         aml_fatal_pkt(aml, pkt, "first chunk of %zu bytes overruns the %zu-byte message", len,
                       r->len);
+    if (len)
+        adaptive_claim(aml, pkt, r, 0, len);
     r->tgt_cntr = aml_check_cntr(aml, pkt);
     r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
     aml_call_handler(aml, pkt, uhdr, len == r->len ? data : NULL, &r->recv, r);
@@ -283,12 +337,10 @@ void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhd
         adaptive_data_done(aml, r);
 }
 
-void aml_adaptive_recv_data(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr_bytes,
-                            size_t uhdr_avail, const void *data, size_t len)
+/* The dispatcher checked its shape (no user header). */
+void aml_adaptive_recv_data(aml_t * aml, const aml_pkt_t * pkt, const void *data, size_t len)
 {
     aml_rmsg_t *r;
-    if (uhdr_avail || pkt->uhdr_len)
-        aml_fatal_pkt(aml, pkt, "data packet carries %zu user-header bytes", uhdr_avail);
     if (len == 0 || pkt->msg_len == 0 || pkt->addr >= pkt->msg_len ||
         len > pkt->msg_len - pkt->addr)
         aml_fatal_pkt(aml, pkt, "chunk of %zu bytes at offset %llu overruns the %llu-byte "
@@ -298,6 +350,7 @@ void aml_adaptive_recv_data(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr
     if (len > r->len - r->received)
         aml_fatal_pkt(aml, pkt, "adaptive message %llu receives more than its %zu bytes",
                       (unsigned long long) pkt->msg_id, r->len);
+    adaptive_claim(aml, pkt, r, pkt->addr, len);
     adaptive_put(aml, r, pkt->addr, data, len);
     r->received += len;
     if (r->have_first && r->received == r->len)
@@ -314,10 +367,19 @@ int aml_adaptive_accept(aml_t * aml, aml_rmsg_t * r, const aml_recv_t * recv)
     return AML_OK;
 }
 
+/* A rejected message counts as delivered for the sender's completion counter, as in the
+ * rendezvous variants. */
+static void adaptive_drop(aml_t * aml, aml_rmsg_t * r)
+{
+    if (r->want_cmpl && aml_send_ctrl(aml, r->src, AML_PKT_CMPL, r->msg_id, 0) != AML_OK)
+        aml_fatal(aml, "cannot send CMPL to rank %d", r->src);
+    adaptive_release(aml, r);
+}
+
 int aml_adaptive_reject(aml_t * aml, aml_rmsg_t * r)
 {
     if (r->data_done)
-        adaptive_release(aml, r);
+        adaptive_drop(aml, r);
     else
         r->dropped = true;
     return AML_OK;
@@ -329,6 +391,8 @@ void aml_adaptive_free_all(aml_t * aml)
     for (aml_hent_t * e; (e = aml_htab_pop(&aml->adapt_rx));) {
         aml_rmsg_t *r = AML_CONTAINER(e, aml_rmsg_t, h);
         free(r->bounce);
+        if (r->got != r->got_inline)
+            free(r->got);
         free(r);
     }
 }

@@ -7,35 +7,69 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const pkt_names[AML_PKT_TYPE_MAX] = {
-    [0] = "UNKNOWN",
-    [AML_PKT_ONE] = "ONE",
-    [AML_PKT_EAGER_FIRST] = "EAGER_FIRST",
-    [AML_PKT_EAGER_CONT] = "EAGER_CONT",
-    [AML_PKT_RNDV_SCOUT] = "RNDV_SCOUT",
-    [AML_PKT_RNDV_DONE] = "RNDV_DONE",
-    [AML_PKT_CMPL] = "CMPL",
-    [AML_PKT_GET_REQ] = "GET_REQ",
-    [AML_PKT_RMW_REQ] = "RMW_REQ",
-    [AML_PKT_RMW_REPLY] = "RMW_REPLY",
-    [AML_PKT_FENCE_REQ] = "FENCE_REQ",
-    [AML_PKT_FENCE_ACK] = "FENCE_ACK",
-    [AML_PKT_ADAPT_FIRST] = "ADAPT_FIRST",
-    [AML_PKT_ADAPT_DATA] = "ADAPT_DATA",
-    [AML_PKT_ADAPT_TOKEN] = "ADAPT_TOKEN",
-    [AML_PKT_RNDV_RTR] = "RNDV_RTR",
-    [AML_PKT_RNDV_FIN] = "RNDV_FIN",
-    [AML_PKT_ONE_SHORT] = "ONE_SHORT",
-    [AML_PKT_EAGER_SFIRST] = "EAGER_SFIRST",
-    [AML_PKT_EAGER_SCONT] = "EAGER_SCONT",
-    [AML_PKT_ADAPT_SFIRST] = "ADAPT_SFIRST",
-    [AML_PKT_ADAPT_SDATA] = "ADAPT_SDATA",
-    [AML_PKT_RNDV_SSCOUT] = "RNDV_SSCOUT",
+/* The packet types: what each may carry, checked for every packet before it is handled or
+ * stashed (protocol files check what depends on their state). */
+#define PK_SEQ     0x1          /* sequenced: handled in the sender's order */
+#define PK_HANDLER 0x2          /* first packet of a message: names a registered header handler */
+#define PK_UHDR    0x4          /* may carry a user header */
+#define PK_DATA    0x8          /* may carry data (or an rkey) */
+#define PK_MSG     (PK_SEQ | PK_HANDLER | PK_UHDR | PK_DATA)
+
+static const struct {
+    const char *name;
+    unsigned flags;
+} pkt_types[AML_PKT_TYPE_MAX] = {
+    [0] = {"UNKNOWN", 0},
+    [AML_PKT_ONE] = {"ONE", PK_MSG},
+    [AML_PKT_EAGER_FIRST] = {"EAGER_FIRST", PK_MSG},
+    [AML_PKT_EAGER_CONT] = {"EAGER_CONT", PK_SEQ | PK_DATA},
+    [AML_PKT_RNDV_SCOUT] = {"RNDV_SCOUT", PK_MSG},
+    [AML_PKT_RNDV_DONE] = {"RNDV_DONE", PK_SEQ},
+    [AML_PKT_CMPL] = {"CMPL", PK_SEQ},
+    [AML_PKT_GET_REQ] = {"GET_REQ", PK_SEQ},
+    [AML_PKT_RMW_REQ] = {"RMW_REQ", PK_SEQ},
+    [AML_PKT_RMW_REPLY] = {"RMW_REPLY", PK_SEQ},
+    [AML_PKT_FENCE_REQ] = {"FENCE_REQ", PK_SEQ},
+    [AML_PKT_FENCE_ACK] = {"FENCE_ACK", PK_SEQ},
+    [AML_PKT_ADAPT_FIRST] = {"ADAPT_FIRST", PK_MSG},
+    [AML_PKT_ADAPT_DATA] = {"ADAPT_DATA", PK_DATA},
+    [AML_PKT_ADAPT_TOKEN] = {"ADAPT_TOKEN", PK_SEQ},
+    [AML_PKT_RNDV_RTR] = {"RNDV_RTR", PK_SEQ | PK_DATA},
+    [AML_PKT_RNDV_FIN] = {"RNDV_FIN", PK_SEQ},
+    [AML_PKT_ONE_SHORT] = {"ONE_SHORT", PK_MSG},
+    [AML_PKT_EAGER_SFIRST] = {"EAGER_SFIRST", PK_MSG},
+    [AML_PKT_EAGER_SCONT] = {"EAGER_SCONT", PK_SEQ | PK_DATA},
+    [AML_PKT_ADAPT_SFIRST] = {"ADAPT_SFIRST", PK_MSG},
+    [AML_PKT_ADAPT_SDATA] = {"ADAPT_SDATA", PK_DATA},
+    [AML_PKT_RNDV_SSCOUT] = {"RNDV_SSCOUT", PK_MSG},
+    [AML_PKT_QUIESCE] = {"QUIESCE", PK_SEQ},
 };
 
 const char *aml_pkt_name(int type)
 {
-    return (type > 0 && type < AML_PKT_TYPE_MAX) ? pkt_names[type] : "UNKNOWN";
+    return (type > 0 && type < AML_PKT_TYPE_MAX) ? pkt_types[type].name : "UNKNOWN";
+}
+
+bool aml_pkt_sequenced(int type)
+{
+    return type > 0 && type < AML_PKT_TYPE_MAX && (pkt_types[type].flags & PK_SEQ);
+}
+
+/* What a decoded packet may carry, by its type: user header bytes as the header says,
+ * a registered handler, no user header or data where the type has none. */
+static void check_shape(aml_t * aml, const aml_pkt_t * pkt, size_t uhdr_avail, size_t len)
+{
+    unsigned f = pkt_types[pkt->type].flags;
+    if (uhdr_avail != pkt->uhdr_len)
+        aml_fatal_pkt(aml, pkt, "header carries %zu user-header bytes, packet says %u",
+                      uhdr_avail, pkt->uhdr_len);
+    if (f & PK_HANDLER)
+        aml_check_handler(aml, pkt);
+    else if (pkt->uhdr_len && !(f & PK_UHDR))
+        aml_fatal_pkt(aml, pkt, "carries a %u-byte user header", pkt->uhdr_len);
+    if (len && !(f & PK_DATA))
+        aml_fatal_pkt(aml, pkt, "control packet carries %u header and %zu data bytes",
+                      pkt->uhdr_len, len);
 }
 
 const char *aml_strerror(int status)
@@ -55,6 +89,8 @@ const char *aml_strerror(int status)
             return "address range not registered";
         case AML_ERR_STATE:
             return "called in the wrong state";
+        case AML_ERR_CONFIG:
+            return "ranks disagree on a setting";
         default:
             return "unknown aml status";
     }
@@ -224,6 +260,9 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
         case AML_Q_LANES:
             *val = aml->lanes;
             break;
+        case AML_Q_STASHED:
+            *val = aml->stashed;
+            break;
         case AML_Q_MSGS_SENT:
         case AML_Q_BYTES_SENT:
             if (*val < 0 || *val >= AML_PROTO_COUNT)
@@ -329,7 +368,7 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
     if (ucp_worker_create(aml->ctx, &wparams, &aml->worker) != UCS_OK)
         goto fail;
-    if (ucp_worker_get_address(aml->worker, &aml->addr, &aml->addr_len) != UCS_OK)
+    if (ucp_worker_get_address(aml->worker, &aml->ucx_addr, &aml->ucx_addr_len) != UCS_OK)
         goto fail;
     aml->efd = -1;
     if (cfg->progress_mode == AML_PROGRESS_INTERRUPT &&
@@ -353,6 +392,21 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->compact = cfg->size <= AML_COMPACT_MAX_RANKS;  /* 24 bits of source rank */
     aml->sdesc_size = sizeof(aml_sdesc_t) + aml->packet_size;
 
+    /* the address: shared settings, then UCX's */
+    aml->addr_len = sizeof(aml_addr_hdr_t) + aml->ucx_addr_len;
+    aml->addr = malloc(aml->addr_len);
+    if (!aml->addr) {
+        rc = AML_ERR_NOMEM;
+        goto fail;
+    }
+    {
+        aml_addr_hdr_t h = { AML_WIRE_VERSION, (uint32_t) aml->packet_size,
+            (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr
+        };
+        memcpy(aml->addr, &h, sizeof(h));
+        memcpy(aml->addr + sizeof(h), aml->ucx_addr, aml->ucx_addr_len);
+    }
+
     memset(&hparam, 0, sizeof(hparam));
     hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
         UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
@@ -371,8 +425,9 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
   fail:
     if (ucfg)
         ucp_config_release(ucfg);
-    if (aml->addr)
-        ucp_worker_release_address(aml->worker, aml->addr);
+    free(aml->addr);
+    if (aml->ucx_addr)
+        ucp_worker_release_address(aml->worker, aml->ucx_addr);
     if (aml->worker)
         ucp_worker_destroy(aml->worker);
     if (aml->ctx)
@@ -397,10 +452,48 @@ int aml_local_address(aml_t * aml, const void **addr, size_t * len)
     return AML_OK;
 }
 
+/* Records the first setting on which peer disagrees with this rank. */
+static bool mismatch(aml_t * aml, const char *setting, int peer, uint32_t mine, uint32_t theirs)
+{
+    if (mine == theirs || aml->mismatch.setting)
+        return mine != theirs;
+    aml->mismatch.setting = setting;
+    aml->mismatch.peer = peer;
+    aml->mismatch.mine = mine;
+    aml->mismatch.theirs = theirs;
+    return true;
+}
+
+int aml_connect_mismatch(aml_t * aml, const char **setting, int *peer, int64_t * mine,
+                         int64_t * theirs)
+{
+    if (!aml || !setting || !peer || !mine || !theirs || !aml->mismatch.setting)
+        return AML_ERR_INVAL;
+    *setting = aml->mismatch.setting;
+    *peer = aml->mismatch.peer;
+    *mine = aml->mismatch.mine;
+    *theirs = aml->mismatch.theirs;
+    return AML_OK;
+}
+
 int aml_connect(aml_t * aml, const void *table, size_t stride)
 {
     if (!aml || !table || aml->connected)
         return aml && aml->connected ? AML_ERR_STATE : AML_ERR_INVAL;
+    if (stride < aml->addr_len)
+        return AML_ERR_INVAL;
+    /* every rank's settings first: with a mismatch nothing is connected. Receivers check
+     * packets against their own settings, so a correct sender would otherwise be killed as
+     * "malformed" (e.g. more adaptive messages in flight than the receiver's credits). */
+    for (int i = 0; i < aml->size; i++) {
+        aml_addr_hdr_t h, *me = (aml_addr_hdr_t *) aml->addr;
+        memcpy(&h, (const char *) table + (size_t) i * stride, sizeof(h));
+        if (mismatch(aml, "wire_version", i, me->wire_version, h.wire_version) ||
+            mismatch(aml, "packet_size", i, me->packet_size, h.packet_size) ||
+            mismatch(aml, "adaptive_credits", i, me->adaptive_credits, h.adaptive_credits) ||
+            mismatch(aml, "max_uhdr", i, me->max_uhdr, h.max_uhdr))
+            return AML_ERR_CONFIG;
+    }
     aml->adapt_ids = calloc((size_t) aml->size * (aml->adaptive_credits + 1), sizeof(uint64_t));
     aml->lane_eps = calloc((size_t) aml->size * aml->lanes, sizeof(ucp_ep_h));
     if (!aml->adapt_ids || !aml->lane_eps)
@@ -409,7 +502,8 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
         ucp_ep_params_t ep;
         memset(&ep, 0, sizeof(ep));
         ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-        ep.address = (const ucp_address_t *) ((const char *) table + (size_t) i * stride);
+        ep.address = (const ucp_address_t *) ((const char *) table + (size_t) i * stride +
+                                              sizeof(aml_addr_hdr_t));
         if (ucp_ep_create(aml->worker, &ep, &aml->peers[i].ep) != UCS_OK)
             return AML_ERR_TRANSPORT;
         /* more endpoints to the same worker: adaptive data is spread over them */
@@ -431,19 +525,38 @@ int aml_register_handler(aml_t * aml, unsigned id, aml_hdr_handler_t fn, void *c
     return AML_OK;
 }
 
+/* Finalize is two rounds of QUIESCE packets, each sequenced behind everything its sender sent
+ * before, so no packet can reach a closed endpoint:
+ *   1. each rank sends QUIESCE 1 to all and waits for all: every message anybody started has
+ *      now reached its header handler. Messages still deferred will never be accepted: they
+ *      are rejected, which completes their senders (so crossed unmatched rendezvous sends
+ *      cannot deadlock). Then each rank waits until everything it started is complete.
+ *   2. each rank sends QUIESCE 2 to all and waits for all: only replies (DONE, TOKEN, CMPL,
+ *      FENCE_ACK, an embedder's acknowledgements) can still travel between the rounds, and
+ *      each was sent before its sender's QUIESCE 2 and triggers no further send.
+ * After round 2 nothing arrives and nothing is sent: the endpoints are closed. */
 int aml_quiesce(aml_t * aml)
 {
     if (!aml)
         return AML_ERR_INVAL;
     if (!aml->connected)
         return AML_OK;
+    if (aml->in_dispatch)
+        return AML_ERR_STATE;
+    aml_quiesce_rounds(aml, 1);
+    for (aml_hent_t * e; (e = aml_htab_pop(&aml->deferred));) {
+        aml_rmsg_t *r = AML_CONTAINER(e, aml_rmsg_t, dh);
+        r->deferred = false;
+        aml_rmsg_reject(aml, r);
+    }
     while (aml->tx_inflight > 0 || aml->waits.count > 0 || aml->replies.count > 0 ||
            aml->rx_busy > 0)
         aml_progress(aml);
+    aml_quiesce_rounds(aml, 2);
+    while (aml->tx_inflight > 0)
+        aml_progress(aml);
 
-    aml_rndv_free_deferred(aml);  /* rkeys go before their endpoints */
-    /* Flush-close every endpoint while progressing, as peers do the same (ch4:ucx's order);
-     * after this no packet is exchanged. */
+    /* flush-close every endpoint while progressing, as peers do the same (ch4:ucx's order) */
     size_t nreq = (size_t) aml->size * aml->lanes;
     void **reqs = calloc(nreq, sizeof(void *));
     if (!reqs)
@@ -481,6 +594,8 @@ int aml_finalize(aml_t * aml)
     for (int i = 0; i < aml->size; i++) {
         for (aml_ooo_t * o = aml->peers[i].ooo, *n; o; o = n) {
             n = o->next;
+            if (o->ucx_desc)
+                ucp_am_data_release(aml->worker, o->data);
             free(o->hdr);
             free(o);
         }
@@ -494,7 +609,8 @@ int aml_finalize(aml_t * aml)
     }
     rec_drain(&aml->free_smsg);
     rec_drain(&aml->free_rmsg);
-    ucp_worker_release_address(aml->worker, aml->addr);
+    ucp_worker_release_address(aml->worker, aml->ucx_addr);
+    free(aml->addr);
     ucp_worker_destroy(aml->worker);
     ucp_cleanup(aml->ctx);
     aml_htab_free(&aml->waits);
@@ -705,18 +821,106 @@ static void send_done(aml_t * aml, aml_sdesc_t * d)
     aml_org_done(aml, org_cntr, org_fn, org_arg);     /* zero-copy compact packet */
 }
 
+/* Whether a packet header (either format: both begin with the type) is sequenced. */
+static inline bool pkt_sequenced(const void *hdr)
+{
+    return aml_pkt_sequenced(*(const uint8_t *) hdr);
+}
+
+/* A transport error on a send is fatal, naming the peer. Why not roll the sequence back: UCX
+ * fails a send only when the endpoint has failed (peer gone, connection reset), so no later
+ * packet to that peer would arrive either; and a multi-packet message cannot be taken back
+ * once its first packets left. Without this, the receiver would stash every later packet
+ * from us behind the hole, and quiesce would hang with no error. */
+void aml_send_failed(aml_t * aml, int peer, const void *hdr, const char *status)
+{
+    uint8_t t = *(const uint8_t *) hdr;
+    aml_fatal(aml, "sending a %s packet to rank %d failed: %s", aml_pkt_name(t), peer, status);
+}
+
 static void send_cb(void *request, ucs_status_t status, void *user_data)
 {
     aml_sdesc_t *d = user_data;
     if (status != UCS_OK)
-        aml_fatal(d->aml, "send of a %s packet to rank %d failed: %s",
-                  aml_pkt_name(d->u.pkt.type), d->peer, ucs_status_string(status));
+        aml_send_failed(d->aml, d->peer, &d->u.pkt, ucs_status_string(status));
     aml_t *aml = d->aml;
     ucp_request_free(request);
     /* org_fn may run user code: it must not progress the worker from here */
     aml->in_dispatch++;
     send_done(aml, d);
     aml->in_dispatch--;
+}
+
+/* Hands d to UCX; it is sent or the job ends. */
+static void send_now(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len,
+                     uint32_t am_flags)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t r;
+
+    if (AML_UNLIKELY(!ep))
+        aml_send_failed(aml, d->peer, &d->u.pkt, "the endpoint is closed (after aml_quiesce)");
+#ifdef AML_TEST_HOOKS
+    if (AML_UNLIKELY(aml->debug_fail_sends) && --aml->debug_fail_sends == 0)
+        aml_send_failed(aml, d->peer, &d->u.pkt, "injected by aml_debug_fail_send");
+#endif
+    aml->peers[d->peer].dirty = true;
+    aml->tx_inflight++;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+        UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = am_flags;
+    param.cb.send = send_cb;
+    param.user_data = d;
+    r = ucp_am_send_nbx(ep, AML_UCP_AM_ID, &d->u.pkt, d->hdr_len, data, len, &param);
+    if (AML_LIKELY(r == NULL))
+        send_done(aml, d);
+    else if (UCS_PTR_IS_ERR(r))
+        aml_send_failed(aml, d->peer, &d->u.pkt, ucs_status_string(UCS_PTR_STATUS(r)));
+}
+
+static void send_held(aml_t * aml, aml_peer_t * p)
+{
+    aml_sdesc_t *h = p->held;
+    p->held = NULL;
+    aml->nheld--;
+    aml->tx_inflight--;
+    send_now(aml, h, p->ep, h->held_len ? (char *) &h->u.pkt + h->hdr_len : NULL, h->held_len,
+             UCP_AM_SEND_FLAG_EAGER);
+}
+
+/* debug_reorder: every other sequenced packet to a peer is held back (copied whole into its
+ * descriptor) and sent right after the next one, or at the next aml_progress, so that the
+ * receiver's stash and replay run in ordinary tests. Returns whether d was taken. */
+static bool debug_hold(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len)
+{
+    aml_peer_t *p = &aml->peers[d->peer];
+    char *room = (char *) &d->u.pkt + d->hdr_len;
+
+    if (!pkt_sequenced(&d->u.pkt) || ep != p->ep)
+        return false;
+    if (p->held) {
+        /* d goes first, then the packet it overtakes */
+        send_now(aml, d, ep, data, len, UCP_AM_SEND_FLAG_EAGER);
+        send_held(aml, p);
+        return true;
+    }
+    if (d->hdr_len + len > aml->sdesc_size - offsetof(aml_sdesc_t, u))
+        return false;           /* does not fit its descriptor: send it now */
+    if (len && data != room)
+        memmove(room, data, len);
+    d->held_len = len;
+    p->held = d;
+    aml->nheld++;
+    aml->tx_inflight++;         /* quiesce waits for it */
+    return true;
+}
+
+/* Sends the packets debug_hold kept back (from aml_progress). */
+static void debug_release(aml_t * aml)
+{
+    for (int i = 0; i < aml->size && aml->nheld; i++)
+        if (aml->peers[i].held)
+            send_held(aml, &aml->peers[i]);
 }
 
 /* Hands one packet to UCX: header = pkt | uhdr (in d), data = [data, data+len). Assigns the
@@ -735,29 +939,16 @@ int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *da
 }
 
 /* am_flags: UCP_AM_SEND_FLAG_EAGER for aml's own packets; UCP_AM_SEND_FLAG_RNDV for a
- * UCX-rendezvous scout, whose send completes when the receiver has taken the data. */
+ * UCX-rendezvous scout, whose send completes when the receiver has taken the data. Once
+ * called, the packet is sent or the job ends: it never fails back to the caller, so no
+ * sequence number is ever left unused. */
 int aml_send_desc_flags(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len,
                         uint32_t am_flags)
 {
-    ucp_request_param_t param;
-    ucs_status_ptr_t r;
-
-    aml->peers[d->peer].dirty = true;
-    aml->tx_inflight++;
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-        UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = am_flags;
-    param.cb.send = send_cb;
-    param.user_data = d;
-    r = ucp_am_send_nbx(ep, AML_UCP_AM_ID, &d->u.pkt, d->hdr_len, data, len, &param);
-    if (AML_LIKELY(r == NULL)) {
-        send_done(aml, d);
+    if (AML_UNLIKELY(aml->cfg.debug_reorder) && am_flags == UCP_AM_SEND_FLAG_EAGER &&
+        debug_hold(aml, d, ep, data, len))
         return AML_OK;
-    }
-    if (UCS_PTR_IS_ERR(r)) {
-        aml->tx_inflight--;
-        return AML_ERR_TRANSPORT;
-    }
+    send_now(aml, d, ep, data, len, am_flags);
     return AML_OK;
 }
 
@@ -811,6 +1002,8 @@ aml_rmsg_t *aml_rmsg_new(aml_t * aml)
 
 void aml_rmsg_free(aml_t * aml, aml_rmsg_t * r)
 {
+    if (r->got != r->got_inline)
+        free(r->got);
     rec_put(&aml->free_rmsg, r);
 }
 
@@ -939,7 +1132,9 @@ void aml_run_handler(aml_t * aml, unsigned handler, int type, uint32_t src, cons
     info.msg_len = msg_len;
     info.data = data;
     info.protocol = proto;
-    info.msg = msg;
+    info.msg = AML_HANDLE_NONE;
+    if (msg)
+        info.msg = msg->handle = ++aml->next_handle;
     memset(recv, 0, sizeof(*recv));
     if (h->fn(aml, h->ctx, &info, recv) != 0)
         aml_fatal(aml, "header handler %u refused a %s message of %llu bytes from rank %u",
@@ -981,19 +1176,23 @@ void aml_rx_complete(aml_t * aml, int src, aml_cntr_t * tgt_cntr, const aml_recv
     aml_cntr_incr(tgt_cntr);
     if (want_cmpl && aml_send_ctrl(aml, src, AML_PKT_CMPL, msg_id, 0) != AML_OK)
         aml_fatal(aml, "cannot send CMPL to rank %d", src);
-    if (counted) {
-        aml->rx_busy--;
-        if (--aml->peers[src].rx_incomplete == 0)
-            aml_sync_rx_idle(aml, src);
-    }
+    if (counted)
+        aml_rx_counted_done(aml, src);
+}
+
+/* A message from src counted in rx_busy and rx_incomplete (from its first packet or scout on,
+ * deferred or not) is complete or dropped: a fence waiting for it may be acknowledged. */
+void aml_rx_counted_done(aml_t * aml, int src)
+{
+    aml->rx_busy--;
+    if (--aml->peers[src].rx_incomplete == 0)
+        aml_sync_rx_idle(aml, src);
 }
 
 static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const char *uhdr, size_t uhdr_avail,
                      const void *data, size_t len)
 {
-    if (uhdr_avail != pkt->uhdr_len)
-        aml_fatal_pkt(aml, pkt, "header carries %zu user-header bytes, packet says %u",
-                      uhdr_avail, pkt->uhdr_len);
+    check_shape(aml, pkt, uhdr_avail, len);
     switch (pkt->type) {
         case AML_PKT_ONE:
         case AML_PKT_ONE_SHORT:
@@ -1016,46 +1215,40 @@ static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const char *uhdr, size_
             aml_adaptive_recv_first(aml, pkt, uhdr, data, len);
             break;
         case AML_PKT_RNDV_RTR:
-            if (pkt->uhdr_len)
-                aml_fatal_pkt(aml, pkt, "carries a %u-byte user header", pkt->uhdr_len);
             aml_rndv_put_recv_rtr(aml, pkt, data, len);
             break;
+        case AML_PKT_RNDV_DONE:
+            aml_rndv_recv_done(aml, pkt);
+            break;
+        case AML_PKT_CMPL:
+            aml_sync_recv_cmpl(aml, pkt);
+            break;
+        case AML_PKT_GET_REQ:
+            aml_rma_recv_get_req(aml, pkt);
+            break;
+        case AML_PKT_RMW_REQ:
+            aml_rma_recv_rmw_req(aml, pkt);
+            break;
+        case AML_PKT_RMW_REPLY:
+            aml_rma_recv_rmw_reply(aml, pkt);
+            break;
+        case AML_PKT_FENCE_REQ:
+            aml_sync_recv_fence_req(aml, pkt);
+            break;
+        case AML_PKT_FENCE_ACK:
+            aml_sync_recv_fence_ack(aml, pkt);
+            break;
+        case AML_PKT_ADAPT_TOKEN:
+            aml_adaptive_recv_token(aml, pkt);
+            break;
+        case AML_PKT_RNDV_FIN:
+            aml_rndv_put_recv_fin(aml, pkt);
+            break;
+        case AML_PKT_QUIESCE:
+            aml_sync_recv_quiesce(aml, pkt);
+            break;
         default:
-            /* control packets carry neither user header nor data */
-            if (pkt->uhdr_len || len)
-                aml_fatal_pkt(aml, pkt, "control packet carries %u header and %zu data bytes",
-                              pkt->uhdr_len, len);
-            switch (pkt->type) {
-                case AML_PKT_RNDV_DONE:
-                    aml_rndv_recv_done(aml, pkt);
-                    break;
-                case AML_PKT_CMPL:
-                    aml_sync_recv_cmpl(aml, pkt);
-                    break;
-                case AML_PKT_GET_REQ:
-                    aml_rma_recv_get_req(aml, pkt);
-                    break;
-                case AML_PKT_RMW_REQ:
-                    aml_rma_recv_rmw_req(aml, pkt);
-                    break;
-                case AML_PKT_RMW_REPLY:
-                    aml_rma_recv_rmw_reply(aml, pkt);
-                    break;
-                case AML_PKT_FENCE_REQ:
-                    aml_sync_recv_fence_req(aml, pkt);
-                    break;
-                case AML_PKT_FENCE_ACK:
-                    aml_sync_recv_fence_ack(aml, pkt);
-                    break;
-                case AML_PKT_ADAPT_TOKEN:
-                    aml_adaptive_recv_token(aml, pkt);
-                    break;
-                case AML_PKT_RNDV_FIN:
-                    aml_rndv_put_recv_fin(aml, pkt);
-                    break;
-                default:
-                    aml_fatal_pkt(aml, pkt, "unknown packet type");
-            }
+            aml_fatal_pkt(aml, pkt, "unknown packet type");
     }
 }
 
@@ -1075,12 +1268,14 @@ static void stash(aml_t * aml, aml_peer_t * p, const aml_pkt_t * pkt, const void
 {
     aml_ooo_t *o = malloc(sizeof(*o));
     char *buf = malloc(hlen + (data ? len : 0) + 1);
+    aml->stashed++;
     if (!o || !buf)
         aml_fatal(aml, "out of memory holding an early packet from rank %u", pkt->src);
     memcpy(buf, header, hlen);
     if (len && data)
         memcpy(buf + hlen, data, len);
     o->seq = pkt->seq;
+    o->ucx_desc = false;
     o->hdr = buf;
     o->hdr_len = hlen;
     o->data = data ? buf + hlen : NULL;
@@ -1092,6 +1287,7 @@ static void stash(aml_t * aml, aml_peer_t * p, const aml_pkt_t * pkt, const void
         aml_fatal_pkt(aml, pkt, "duplicate sequence number %u", pkt->seq);
     o->next = *q;
     *q = o;
+    p->nstashed++;
 }
 
 /* Reads a wire header, full or compact, into *pkt; returns its size on the wire. Both begin
@@ -1254,23 +1450,36 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
 
     if (pkt.type == AML_PKT_ADAPT_DATA || pkt.type == AML_PKT_ADAPT_SDATA) {
         /* outside the sequence: placed by offset whenever it comes */
+        check_shape(aml, &pkt, header_length - hsize, length);
         aml->in_dispatch++;
-        aml_adaptive_recv_data(aml, &pkt, (const char *) header + hsize, header_length - hsize,
-                               data, length);
+        aml_adaptive_recv_data(aml, &pkt, data, length);
         aml->in_dispatch--;
         return UCS_OK;
     }
     p = &aml->peers[pkt.src];
     if (AML_UNLIKELY(pkt.seq != p->rx_seq)) {
-        if ((int32_t) (pkt.seq - p->rx_seq) < 0)
+        int32_t ahead = (int32_t) (pkt.seq - p->rx_seq);
+        if (ahead < 0)
             aml_fatal_pkt(aml, &pkt, "stale sequence number %u (expected %u)", pkt.seq,
                           p->rx_seq);
+        /* early packets wait for the gap to fill: they are checked before they are kept, and
+         * only so many, so far ahead (packets leave their endpoint's order only briefly) */
+        if (ahead >= AML_SEQ_WINDOW || p->nstashed >= AML_STASH_MAX)
+            aml_fatal_pkt(aml, &pkt, "sequence number %u is %d ahead of %u with %d packets "
+                          "held (limits %d ahead, %d held)", pkt.seq, ahead, p->rx_seq,
+                          p->nstashed, AML_SEQ_WINDOW, AML_STASH_MAX);
+        if (pkt.type == AML_PKT_ONE_SHORT && !length)
+            check_shape(aml, &pkt, pkt.uhdr_len, pkt.msg_len);
+        else
+            check_shape(aml, &pkt, header_length - hsize, length);
         stash(aml, p, &pkt, header, header_length, ucx_rndv ? NULL : data, length);
         if (ucx_rndv) {
             /* keep UCP's descriptor, not a copy: it persists when we return UCS_INPROGRESS */
             for (aml_ooo_t * o = p->ooo; o; o = o->next)
-                if (o->seq == pkt.seq)
+                if (o->seq == pkt.seq) {
                     o->data = data;
+                    o->ucx_desc = true;
+                }
             return UCS_INPROGRESS;
         }
         return UCS_OK;
@@ -1284,6 +1493,7 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         p->ooo = o->next;
         hsize = decode(aml, o->hdr, o->hdr_len, o->len, &pkt);
         p->rx_seq++;
+        p->nstashed--;
         dispatch_pkt(aml, &pkt, hsize, o->hdr, o->hdr_len, o->data, o->len);
         free(o->hdr);
         free(o);
@@ -1302,6 +1512,8 @@ int aml_progress(aml_t * aml)
 {
     if (AML_UNLIKELY(aml->in_dispatch))
         return 0;       /* UCX forbids progressing the worker from its own callbacks */
+    if (AML_UNLIKELY(aml->nheld))
+        debug_release(aml);
     return (int) ucp_worker_progress(aml->worker);
 }
 
@@ -1310,8 +1522,8 @@ int aml_arm(aml_t * aml)
     ucs_status_t st;
     if (!aml || aml->efd < 0)
         return AML_ERR_STATE;
-    if (aml->in_dispatch)
-        return AML_ERR_STATE;
+    if (aml->in_dispatch || aml->nheld)
+        return AML_ERR_STATE;   /* a held packet (debug_reorder) goes at the next progress */
     st = ucp_worker_arm(aml->worker);
     if (st == UCS_OK)
         return AML_OK;
@@ -1329,6 +1541,12 @@ int aml_event_fd(aml_t * aml, int *fd)
 }
 
 /* ---- test hooks ----------------------------------------------------------------------- */
+#ifdef AML_TEST_HOOKS
+
+void aml_debug_fail_send(aml_t * aml, int n)
+{
+    aml->debug_fail_sends = n;
+}
 
 int aml_debug_send_raw(aml_t * aml, int peer, const void *hdr, size_t hdr_len,
                        const void *data, size_t len)
@@ -1347,7 +1565,8 @@ int aml_debug_send_raw(aml_t * aml, int peer, const void *hdr, size_t hdr_len,
             ucp_worker_progress(aml->worker);
         ucp_request_free(r);
     }
-    aml->peers[peer].tx_seq++;
+    if (pkt_sequenced(hdr))
+        aml->peers[peer].tx_seq++;
     return AML_OK;
 }
 
@@ -1355,3 +1574,4 @@ uint32_t aml_debug_next_seq(aml_t * aml, int peer)
 {
     return aml->peers[peer].tx_seq;
 }
+#endif /* AML_TEST_HOOKS */

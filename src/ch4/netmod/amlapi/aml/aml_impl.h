@@ -15,6 +15,19 @@
 /* One UCP active-message id carries every aml packet; the aml packet type is in the header. */
 #define AML_UCP_AM_ID 7
 
+/* Version of the wire format (packet types and headers); ranks must agree (aml_connect). */
+#define AML_WIRE_VERSION 2
+
+/* What precedes the transport address in aml_local_address: the settings every rank must
+ * share, because receivers check packets against their own (credit counts, header limits,
+ * packet sizes). */
+typedef struct aml_addr_hdr {
+    uint32_t wire_version;
+    uint32_t packet_size;
+    uint32_t adaptive_credits;
+    uint32_t max_uhdr;
+} aml_addr_hdr_t;
+
 /* Packet types on the wire. */
 enum {
     AML_PKT_ONE = 1,            /* one-packet message: pkt | uhdr, data */
@@ -39,6 +52,7 @@ enum {
     AML_PKT_ADAPT_SFIRST,       /* ADAPT_FIRST in it: mpkt | uhdr, first chunk */
     AML_PKT_ADAPT_SDATA,        /* ADAPT_DATA in it: mpkt, chunk at mpkt.off, not sequenced */
     AML_PKT_RNDV_SSCOUT,        /* UCX-rendezvous scout in it: mpkt | uhdr, data by UCX */
+    AML_PKT_QUIESCE,            /* aml_quiesce round aux0 (1 or 2): nothing new follows */
     AML_PKT_TYPE_MAX
 };
 
@@ -105,6 +119,10 @@ typedef struct aml_mpkt {
 } aml_mpkt_t;
 
 #define AML_COMPACT_MAX 256     /* built on the stack, sent inline or copied: the "inline" size */
+#define AML_SEQ_WINDOW (1 << 15) /* a packet this far ahead of its sequence is malformed (compact
+                                  * headers carry 16 bits of sequence number) */
+#define AML_STASH_MAX 4096      /* early packets held per peer: beyond, the peer is misbehaving
+                                 * (debug_reorder holds one; UCX reorders only rendezvous) */
 #define AML_COMPACT_MAX_RANKS (1 << 24)
 #define AML_SPKT_SRC(s) ((uint32_t) (s)->src_hi << 16 | (s)->src_lo)
 
@@ -179,6 +197,7 @@ typedef struct aml_sdesc {
     void *org_arg;
     int peer;
     size_t hdr_len;
+    size_t held_len;            /* debug_reorder: data bytes copied after the header */
     union {
         aml_pkt_t pkt;
         uint64_t align;
@@ -187,6 +206,11 @@ typedef struct aml_sdesc {
 } aml_sdesc_t;
 
 #define AML_SDESC_PAYLOAD(d) ((char *) &(d)->u.pkt + sizeof(aml_pkt_t))
+
+/* A byte range [start, end) of a message. */
+typedef struct aml_range {
+    size_t start, end;
+} aml_range_t;
 
 /* An incoming message that is not complete when its first packet is handled. */
 typedef struct aml_rmsg {
@@ -206,11 +230,16 @@ typedef struct aml_rmsg {
     void *ucx_desc;             /* UCX rendezvous: UCP's data descriptor */
     void *bounce;               /* rendezvous into an unpack handler; adaptive: staging */
     uint64_t src_addr;          /* rendezvous: the sender's buffer */
-    aml_hent_t dh;              /* in aml->deferred while the landing is deferred */
+    aml_hent_t dh;              /* in aml->deferred while the landing is deferred, key =
+                                 * handle */
+    aml_handle_t handle;        /* what the header handler saw (rendezvous, adaptive) */
     bool deferred;
     bool have_first;            /* adaptive: the first packet was handled */
     bool data_done;             /* adaptive: every byte arrived */
     bool dropped;               /* adaptive: rejected while still arriving */
+    aml_range_t got_inline[2];  /* adaptive: the byte ranges received, merged and sorted */
+    aml_range_t *got;           /* got_inline, or a larger array */
+    int ngot, capgot;
 } aml_rmsg_t;
 
 /* A packet that arrived ahead of its sequence number. */
@@ -219,6 +248,7 @@ typedef struct aml_ooo {
     uint32_t seq;
     size_t hdr_len, len;
     char *hdr, *data;           /* data: a copy, or UCP's descriptor of a UCX rendezvous */
+    bool ucx_desc;              /* data is UCP's descriptor: released if never replayed */
 } aml_ooo_t;
 
 typedef struct aml_peer {
@@ -226,6 +256,7 @@ typedef struct aml_peer {
     uint32_t tx_seq;            /* next sequence number to send */
     uint32_t rx_seq;            /* next sequence number expected */
     aml_ooo_t *ooo;             /* sorted by seq */
+    int nstashed;               /* packets in ooo */
     aml_rmsg_t *eager_rx;       /* eager message under assembly from this peer */
     int64_t rx_incomplete;      /* messages from peer accepted but not complete */
     int64_t fence_reqs;         /* fence requests waiting for rx_incomplete == 0 */
@@ -236,6 +267,8 @@ typedef struct aml_peer {
     int adapt_out;              /* our adaptive messages to peer awaiting its token */
     int adapt_in;               /* peer's adaptive messages here not yet confirmed */
     unsigned next_lane;         /* round robin over the lanes */
+    struct aml_sdesc *held;     /* debug_reorder: a packet held back to overtake */
+    int quiesce_round;          /* last QUIESCE round received from peer */
 } aml_peer_t;
 
 typedef struct aml_handler {
@@ -270,8 +303,15 @@ struct aml {
     ucp_context_h ctx;
     ucp_worker_h worker;
     int efd;                    /* interrupt mode: the worker's event fd, else -1 */
-    ucp_address_t *addr;
+    ucp_address_t *ucx_addr;
+    size_t ucx_addr_len;
+    char *addr;                 /* aml_addr_hdr_t, then the UCX worker's address */
     size_t addr_len;
+    struct {                    /* the first setting a peer disagreed on (aml_connect) */
+        const char *setting;
+        int peer;
+        int64_t mine, theirs;
+    } mismatch;
     aml_peer_t *peers;
     bool connected;
     int in_dispatch;            /* >0 while a UCX callback runs our handlers */
@@ -284,8 +324,9 @@ struct aml {
     uint64_t next_msg_id;
     int64_t tx_inflight;        /* packets handed to UCX, not yet completed */
     int64_t rx_busy;            /* incoming messages not complete */
-    aml_htab_t deferred;        /* messages waiting for aml_accept/aml_reject, key = handle:
-                                 * a handle is checked without being read */
+    aml_htab_t deferred;        /* messages waiting for aml_accept/aml_reject, key = handle
+                                 * (looked up, never dereferenced) */
+    aml_handle_t next_handle;   /* handles are never reused: a stale one matches nothing */
     aml_htab_t waits;           /* aml_smsg_t awaiting DONE/CMPL */
     aml_htab_t replies;         /* aml_reply_wait_t */
     aml_htab_t cntrs;           /* registered counters, key = address */
@@ -303,6 +344,12 @@ struct aml {
     uint64_t addr_epoch;
     int addr_count[2];
     uintptr_t *addr_tab[2];
+    int nheld;                  /* debug_reorder: peers with a held packet */
+    int quiesce_got[3];         /* QUIESCE packets received per round (1, 2) */
+    int64_t stashed;            /* packets that arrived ahead of their sequence number */
+#ifdef AML_TEST_HOOKS
+    int debug_fail_sends;       /* >0: the send that brings it to 0 fails */
+#endif
     /* statistics per protocol */
     int64_t msgs[AML_PROTO_COUNT];
     int64_t bytes[AML_PROTO_COUNT];
@@ -313,6 +360,7 @@ void aml_fatal(aml_t * aml, const char *fmt, ...) __attribute__ ((format(printf,
 void aml_fatal_pkt(aml_t * aml, const aml_pkt_t * pkt, const char *fmt, ...)
     __attribute__ ((format(printf, 3, 4), noreturn));
 const char *aml_pkt_name(int type);
+bool aml_pkt_sequenced(int type);
 aml_sdesc_t *aml_sdesc_get(aml_t * aml);
 void aml_sdesc_put(aml_t * aml, aml_sdesc_t * d);
 void aml_pkt_init(aml_t * aml, aml_pkt_t * pkt, int type, int peer);
@@ -321,6 +369,8 @@ void *aml_rndv_landing(aml_t * aml, aml_rmsg_t * r);
 aml_smsg_t *aml_rndv_scout_new(aml_t * aml, const aml_xfer_t * x, uint8_t flags, bool want_cmpl,
                                aml_sdesc_t ** dp);
 int aml_send_desc(aml_t * aml, aml_sdesc_t * d, const void *data, size_t len);
+void aml_send_failed(aml_t * aml, int peer, const void *hdr, const char *status)
+    __attribute__ ((noreturn));
 int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len);
 int aml_send_desc_flags(aml_t * aml, aml_sdesc_t * d, ucp_ep_h ep, const void *data, size_t len,
                         uint32_t am_flags);
@@ -417,13 +467,15 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
 void aml_rndv_recv_sscout(aml_t * aml, const aml_mpkt_t * m, const char *uhdr, void *desc);
 void aml_rndv_recv_done(aml_t * aml, const aml_pkt_t * pkt);
 void aml_rndv_free_deferred(aml_t * aml);
+aml_rmsg_t *aml_undefer(aml_t * aml, aml_handle_t h);
+void aml_rmsg_reject(aml_t * aml, aml_rmsg_t * r);
+void aml_rx_counted_done(aml_t * aml, int src);
 void aml_defer_add(aml_t * aml, aml_rmsg_t * r);
 bool aml_adaptive_credit(aml_t * aml, int peer);
 int aml_adaptive_send(aml_t * aml, const aml_xfer_t * x);
 void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                              const void *data, size_t len);
-void aml_adaptive_recv_data(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr_bytes,
-                            size_t uhdr_avail, const void *data, size_t len);
+void aml_adaptive_recv_data(aml_t * aml, const aml_pkt_t * pkt, const void *data, size_t len);
 void aml_adaptive_recv_token(aml_t * aml, const aml_pkt_t * pkt);
 int aml_adaptive_accept(aml_t * aml, aml_rmsg_t * r, const aml_recv_t * recv);
 int aml_adaptive_reject(aml_t * aml, aml_rmsg_t * r);
@@ -446,11 +498,17 @@ void aml_sync_recv_fence_req(aml_t * aml, const aml_pkt_t * pkt);
 void aml_sync_recv_fence_ack(aml_t * aml, const aml_pkt_t * pkt);
 void aml_sync_recv_cmpl(aml_t * aml, const aml_pkt_t * pkt);
 void aml_sync_rx_idle(aml_t * aml, int src);
+void aml_sync_recv_quiesce(aml_t * aml, const aml_pkt_t * pkt);
+void aml_quiesce_rounds(aml_t * aml, int round);
 int aml_barrier(aml_t * aml);
 
-/* test hooks: send bytes as an aml packet without any checking (malformed-packet tests) */
+#ifdef AML_TEST_HOOKS
+/* test hooks, in the unit-test build only (never in libmpi): send bytes as an aml packet
+ * without any checking (malformed-packet tests); make the n-th next send fail */
 int aml_debug_send_raw(aml_t * aml, int peer, const void *hdr, size_t hdr_len,
                        const void *data, size_t len);
 uint32_t aml_debug_next_seq(aml_t * aml, int peer);
+void aml_debug_fail_send(aml_t * aml, int n);
+#endif
 
 #endif /* AML_IMPL_H_INCLUDED */

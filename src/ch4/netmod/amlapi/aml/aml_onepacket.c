@@ -42,16 +42,23 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
     aml_stat(aml, AML_PROTO_ONEPACKET, len);
     p->dirty = true;
 
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-    param.flags = UCP_AM_SEND_FLAG_EAGER;
-    r = ucp_am_send_nbx(p->ep, AML_UCP_AM_ID, buf, total, NULL, 0, &param);
-    if (AML_LIKELY(r == NULL))
-        return AML_OK;
-    if (UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE)
-        return AML_ERR_TRANSPORT;
+    if (AML_LIKELY(!aml->cfg.debug_reorder)) {
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+        param.flags = UCP_AM_SEND_FLAG_EAGER;
+        r = ucp_am_send_nbx(p->ep, AML_UCP_AM_ID, buf, total, NULL, 0, &param);
+        if (AML_LIKELY(r == NULL))
+            return AML_OK;
+        if (UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE)
+            aml_send_failed(aml, peer, buf, ucs_status_string(UCS_PTR_STATUS(r)));
+    }
     d = aml_sdesc_get(aml);
-    if (AML_UNLIKELY(!d))
+    if (AML_UNLIKELY(!d)) {
+        /* never handed to UCX: give the sequence number back, or the peer waits for it */
+        p->tx_seq--;
+        aml->msgs[AML_PROTO_ONEPACKET]--;
+        aml->bytes[AML_PROTO_ONEPACKET] -= (int64_t) len;
         return AML_ERR_NOMEM;
+    }
     memcpy(&d->u.pkt, buf, total);      /* the descriptor has a packet's room after u.pkt */
     d->peer = peer;
     d->hdr_len = total;
@@ -166,7 +173,7 @@ void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *u
     info.msg_len = len;
     info.data = data;
     info.protocol = AML_PROTO_ONEPACKET;
-    info.msg = NULL;
+    info.msg = AML_HANDLE_NONE;
     recv.buf = NULL;
     recv.unpack = NULL;
     recv.compl_fn = NULL;

@@ -192,8 +192,13 @@ static void rndv_ucx_recv(aml_t * aml, aml_rmsg_t * r)
     if (UCS_PTR_IS_ERR(req))
         aml_fatal(aml, "rendezvous receive from rank %d failed: %s", r->src,
                   ucs_status_string(UCS_PTR_STATUS(req)));
-    if (req == NULL)
-        ucx_landed(aml, r);     /* done at once */
+    if (req == NULL) {
+        /* done at once: the length is checked as in ucx_recvd */
+        if (got != r->len)
+            aml_fatal(aml, "rendezvous receive of %zu bytes from rank %d delivered %zu bytes",
+                      r->len, r->src, got);
+        ucx_landed(aml, r);
+    }
 }
 
 static void rndv_pulled(aml_t * aml, aml_rmsg_t * r)
@@ -222,12 +227,10 @@ static void get_cb(void *request, ucs_status_t status, void *user_data)
     aml->in_dispatch--;
 }
 
-/* The data movement of r starts (either variant): it counts as arriving, and lands in the
- * handler's buffer, or a bounce buffer for an unpack handler. */
+/* Where the data of r lands: the handler's buffer, or a bounce buffer for an unpack handler.
+ * (r counts as arriving from its scout on: see rx_count.) */
 void *aml_rndv_landing(aml_t * aml, aml_rmsg_t * r)
 {
-    aml->peers[r->src].rx_incomplete++;
-    aml->rx_busy++;
     if (r->recv.buf)
         return r->recv.buf;
     r->bounce = malloc(r->len);
@@ -254,6 +257,14 @@ static void rndv_pull(aml_t * aml, aml_rmsg_t * r)
                   ucs_status_string(UCS_PTR_STATUS(req)));
     if (req == NULL)
         rndv_pulled(aml, r);
+}
+
+/* A rendezvous message counts as incomplete at its receiver from the scout on, deferred or
+ * not, so a fence from its sender waits until it landed or was rejected (aml.h). */
+static void rx_count(aml_t * aml, int src)
+{
+    aml->peers[src].rx_incomplete++;
+    aml->rx_busy++;
 }
 
 void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
@@ -295,6 +306,7 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
         r->ucx_desc = (void *) data;
     else if (!put && ucp_ep_rkey_unpack(p->ep, data, &r->rkey) != UCS_OK)
         aml_fatal_pkt(aml, pkt, "rkey does not unpack");
+    rx_count(aml, r->src);
     aml_call_handler(aml, pkt, uhdr, NULL, &r->recv, r);
     if (r->recv.defer) {
         aml_defer_add(aml, r);
@@ -318,6 +330,7 @@ void aml_rndv_recv_sscout(aml_t * aml, const aml_mpkt_t * m, const char *uhdr, v
     r->msg_id = m->msg_id;
     r->len = m->msg_len;
     r->ucx_desc = desc;
+    rx_count(aml, r->src);
     aml_run_handler(aml, m->s.handler, AML_PKT_RNDV_SSCOUT, (uint32_t) r->src, uhdr,
                     m->s.uhdr_len, r->len, NULL, AML_PROTO_RNDV, &r->recv, r);
     if (r->recv.defer) {
@@ -342,27 +355,33 @@ static void rndv_move(aml_t * aml, aml_rmsg_t * r)
 void aml_defer_add(aml_t * aml, aml_rmsg_t * r)
 {
     r->deferred = true;
-    aml_htab_put(&aml->deferred, &r->dh, (uintptr_t) r);
+    aml_htab_put(&aml->deferred, &r->dh, r->handle);
 }
 
-static int undefer(aml_t * aml, aml_rmsg_t * r)
+/* The deferred message behind handle h, taken out of the table; NULL for a stale or foreign
+ * handle (nothing is read through it). */
+aml_rmsg_t *aml_undefer(aml_t * aml, aml_handle_t h)
 {
-    /* a stale or foreign handle is not in the table: nothing is read through it */
-    if (!aml || !r || !aml_htab_del(&aml->deferred, (uintptr_t) r))
-        return AML_ERR_INVAL;
+    aml_hent_t *e = h ? aml_htab_del(&aml->deferred, h) : NULL;
+    aml_rmsg_t *r;
+    if (!e)
+        return NULL;
+    r = AML_CONTAINER(e, aml_rmsg_t, dh);
     r->deferred = false;
-    return AML_OK;
+    return r;
 }
 
-int aml_accept(aml_t * aml, aml_msg_t * msg, const aml_recv_t * recv)
+int aml_accept(aml_t * aml, aml_handle_t h, const aml_recv_t * recv)
 {
-    /* the handle is looked up before anything is read through it; an empty message needs no
-     * landing */
-    if (!aml || !msg || !recv || recv->defer || !aml_htab_get(&aml->deferred, (uintptr_t) msg) ||
-        (!recv->buf && !recv->unpack && msg->len))
+    aml_hent_t *e;
+    aml_rmsg_t *msg;
+    if (!aml || !recv || recv->defer || !(e = aml_htab_get(&aml->deferred, h)))
         return AML_ERR_INVAL;
-    if (undefer(aml, msg) != AML_OK)
+    /* an empty message needs no landing */
+    msg = AML_CONTAINER(e, aml_rmsg_t, dh);
+    if (!recv->buf && !recv->unpack && msg->len)
         return AML_ERR_INVAL;
+    aml_undefer(aml, h);
     if (msg->type == AML_PKT_ADAPT_FIRST)
         return aml_adaptive_accept(aml, msg, recv);
     msg->recv = *recv;
@@ -370,26 +389,36 @@ int aml_accept(aml_t * aml, aml_msg_t * msg, const aml_recv_t * recv)
     return AML_OK;
 }
 
-int aml_reject(aml_t * aml, aml_msg_t * msg)
+int aml_reject(aml_t * aml, aml_handle_t h)
 {
-    if (undefer(aml, msg) != AML_OK)
+    aml_rmsg_t *msg = aml ? aml_undefer(aml, h) : NULL;
+    if (!msg)
         return AML_ERR_INVAL;
-    if (msg->type == AML_PKT_ADAPT_FIRST)
-        return aml_adaptive_reject(aml, msg);
-    if (msg->ucx_desc) {
-        /* UCX completes the sender's send; its completion counter counts it as delivered */
-        ucp_am_data_release(aml->worker, msg->ucx_desc);
-        if (msg->want_cmpl && aml_send_ctrl(aml, msg->src, AML_PKT_CMPL, msg->msg_id, 0) != AML_OK)
-            aml_fatal(aml, "cannot send CMPL to rank %d", msg->src);
-        free(msg);
-        return AML_OK;
-    }
-    if (msg->rkey)
-        ucp_rkey_destroy(msg->rkey);
-    if (aml_send_ctrl(aml, msg->src, AML_PKT_RNDV_DONE, msg->msg_id, 0) != AML_OK)
-        aml_fatal(aml, "cannot send RNDV_DONE to rank %d", msg->src);
-    free(msg);
+    aml_rmsg_reject(aml, msg);
     return AML_OK;
+}
+
+/* Drops r (out of the deferred table) without landing it; its sender completes as if it had
+ * been delivered, and a fence waiting for it may be acknowledged. */
+void aml_rmsg_reject(aml_t * aml, aml_rmsg_t * r)
+{
+    if (r->type == AML_PKT_ADAPT_FIRST) {
+        aml_adaptive_reject(aml, r);
+        return;
+    }
+    if (r->ucx_desc) {
+        /* UCX completes the sender's send; its completion counter counts it as delivered */
+        ucp_am_data_release(aml->worker, r->ucx_desc);
+        if (r->want_cmpl && aml_send_ctrl(aml, r->src, AML_PKT_CMPL, r->msg_id, 0) != AML_OK)
+            aml_fatal(aml, "cannot send CMPL to rank %d", r->src);
+    } else {
+        if (r->rkey)
+            ucp_rkey_destroy(r->rkey);
+        if (aml_send_ctrl(aml, r->src, AML_PKT_RNDV_DONE, r->msg_id, 0) != AML_OK)
+            aml_fatal(aml, "cannot send RNDV_DONE to rank %d", r->src);
+    }
+    aml_rx_counted_done(aml, r->src);
+    aml_rmsg_free(aml, r);
 }
 
 /* At finalize: rendezvous messages nobody received (an erroneous program) are dropped; their

@@ -124,8 +124,9 @@ void aml_rndv_put_recv_done(aml_t * aml, const aml_pkt_t * pkt, aml_smsg_t * m)
     aml_htab_del(&aml->waits, pkt->msg_id);
     if (m->put_state == AML_PUT_WAIT_RTR)
         aml_smsg_event_done(aml, m, true);      /* rejected: no data phase */
-    else
-        aml_cntr_incr(m->cmpl_cntr);
+    /* target completion, or a rejection, which counts as delivered (as for the other
+     * variants) */
+    aml_cntr_incr(m->cmpl_cntr);
     aml_smsg_event_done(aml, m, false);
 }
 

@@ -209,3 +209,25 @@ void aml_sync_recv_cmpl(aml_t * aml, const aml_pkt_t * pkt)
     aml_cntr_incr(m->cmpl_cntr);
     aml_smsg_event_done(aml, m, false);
 }
+
+/* ---- finalize (see aml_quiesce) -------------------------------------------------------- */
+
+void aml_sync_recv_quiesce(aml_t * aml, const aml_pkt_t * pkt)
+{
+    aml_peer_t *p = &aml->peers[pkt->src];
+    if (pkt->aux0 != (uint64_t) p->quiesce_round + 1 || pkt->aux0 > 2)
+        aml_fatal_pkt(aml, pkt, "quiesce round %llu after round %d",
+                      (unsigned long long) pkt->aux0, p->quiesce_round);
+    p->quiesce_round = (int) pkt->aux0;
+    aml->quiesce_got[pkt->aux0]++;
+}
+
+/* Sends QUIESCE round to every rank (this one too) and waits for everybody's. */
+void aml_quiesce_rounds(aml_t * aml, int round)
+{
+    for (int i = 0; i < aml->size; i++)
+        if (aml_send_ctrl(aml, i, AML_PKT_QUIESCE, 0, (uint64_t) round) != AML_OK)
+            aml_fatal(aml, "cannot send QUIESCE to rank %d", i);
+    while (aml->quiesce_got[round] < aml->size)
+        aml_progress(aml);
+}

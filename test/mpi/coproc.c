@@ -1,20 +1,25 @@
 /*
  * Progress while the application computes (MPIR_CVAR_AMLAPI_PROGRESS_MODE=coprocessor).
- * Rank 1 posts a receive for a rendezvous-sized message and computes without calling MPI;
- * rank 0 sends the message. In coprocessor mode the helper thread must match the scout and
- * pull the data during the computation: the computation watches the buffer (reading only)
- * and ends when the data is there, or after COPROC_MAX_MS. Checked before any further MPI
- * call: the data arrived (the pvar amlapi_coproc_events, read without progressing, is
- * printed for information). In any other mode nothing can progress during the computation, and the test
- * asserts just that. COPROC_MULTIPLE=1 initializes with MPI_THREAD_MULTIPLE (the helper then
- * polls instead of sleeping). Prints "coproc: N errors".
+ * Rank 1 posts a receive for a rendezvous-sized message, tells rank 0 it is ready (a 0-byte
+ * message: rank 0 sends only after that, so nothing of the message can reach rank 1 before
+ * its computation starts) and computes without calling MPI; the computation watches the
+ * buffer (reading only) and ends when the data is there, or after COPROC_MAX_MS. Checked
+ * before any further MPI call:
+ *   - coprocessor mode, helper sleeping when idle (MPI_THREAD_SINGLE): the data arrived, and
+ *     the helper's event counter amlapi_coproc_events (read without progressing) grew during
+ *     the computation: the helper, not the application, handled the arrival;
+ *   - COPROC_MULTIPLE=1 (MPI_THREAD_MULTIPLE: the helper polls instead of sleeping, and its
+ *     work cannot be told from application threads'): the data arrived, and the helper
+ *     neither slept nor counted events (amlapi_coproc_sleeps/events unchanged);
+ *   - any other mode: nothing progresses during the computation (the data did not arrive)
+ *     and there is no helper (both counters unchanged).
+ * Prints "coproc: N errors".
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 static int rank, errs;
 
@@ -68,19 +73,19 @@ int main(int argc, char **argv)
     if (rank == 0) {
         char *s = malloc(n);
         memset(s, 0x5a, n);
-        MPI_Barrier(MPI_COMM_WORLD);
-        /* send once rank 1 is surely inside its computation, so no MPI call of rank 1 can
-         * have moved the data (this sets the scene; nothing is timed) */
-        usleep(100000);
+        /* rank 1 is in its computation (or about to enter it, with nothing left to progress) */
+        MPI_Recv(NULL, 0, MPI_CHAR, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Send(s, (int) n, MPI_CHAR, 1, 3, MPI_COMM_WORLD);
         free(s);
     } else if (rank == 1) {
-        MPI_Request req;
-        unsigned long long ev0 = pvar(session, "amlapi_coproc_events"), ev1;
+        MPI_Request req, ready;
+        unsigned long long ev0, ev1, sl0, sl1;
         double t0, t;
         int arrived = 0;
         MPI_Irecv((void *) buf, (int) n, MPI_CHAR, 0, 3, MPI_COMM_WORLD, &req);
-        MPI_Barrier(MPI_COMM_WORLD);
+        ev0 = pvar(session, "amlapi_coproc_events");
+        sl0 = pvar(session, "amlapi_coproc_sleeps");
+        MPI_Isend(NULL, 0, MPI_CHAR, 0, 4, MPI_COMM_WORLD, &ready);
         /* the computation: no MPI call until the data is there or time is up */
         t0 = now_ms();
         do {
@@ -88,24 +93,34 @@ int main(int argc, char **argv)
             t = now_ms();
         } while (!arrived && t - t0 < max_ms);
         ev1 = pvar(session, "amlapi_coproc_events");
+        sl1 = pvar(session, "amlapi_coproc_sleeps");
         if (coproc) {
             if (!arrived)
                 ERR("the data did not arrive during %.0f ms of computation", max_ms);
-            /* amlapi_coproc_events is reported, not asserted: with UCX's rendezvous it can
-             * read 0 although only the helper can have moved the data (not yet understood) */
-            printf("coproc: data arrived %.1f ms into the computation; helper handled %llu "
-                   "events\n", t - t0, ev1 - ev0);
-        } else if (arrived) {
-            ERR("data arrived without progress in mode %s", mode ? mode : "polling");
+            if (!multiple && ev1 == ev0)
+                ERR("the data arrived but the helper handled no events (amlapi_coproc_events "
+                    "%llu before and after)", ev0);
+            if (multiple && (ev1 != ev0 || sl1 != sl0))
+                ERR("with MPI_THREAD_MULTIPLE the helper polls: amlapi_coproc_events %llu -> "
+                    "%llu, amlapi_coproc_sleeps %llu -> %llu, want unchanged", ev0, ev1, sl0,
+                    sl1);
+            printf("coproc: data arrived %.1f ms into the computation; the helper handled %llu "
+                   "events and slept %llu times meanwhile\n", t - t0, ev1 - ev0, sl1 - sl0);
+        } else {
+            if (arrived)
+                ERR("data arrived without progress in mode %s", mode ? mode : "polling");
+            if (ev1 != ev0 || sl1 != sl0)
+                ERR("no helper in mode %s, yet amlapi_coproc_events %llu -> %llu, "
+                    "amlapi_coproc_sleeps %llu -> %llu", mode ? mode : "polling", ev0, ev1, sl0,
+                    sl1);
         }
+        MPI_Wait(&ready, MPI_STATUS_IGNORE);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
         for (size_t i = 0; i < n; i++)
             if (buf[i] != 0x5a) {
                 ERR("byte %zu wrong", i);
                 break;
             }
-    } else {
-        MPI_Barrier(MPI_COMM_WORLD);
     }
     MPI_T_pvar_session_free(&session);
     MPI_T_finalize();

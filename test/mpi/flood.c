@@ -16,7 +16,6 @@
 #include <string.h>
 
 static int rank, size, errs;
-static MPI_T_pvar_session session;
 
 #define ERR(...) do { errs++; fprintf(stderr, "rank %d: ", rank); \
                       fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } while (0)
@@ -27,21 +26,7 @@ static long env_long(const char *name, long dflt)
     return v ? atol(v) : dflt;
 }
 
-static unsigned long long pvar_read(const char *name)
-{
-    int idx, count;
-    unsigned long long v = 0;
-    MPI_T_pvar_handle h;
-    if (MPI_T_pvar_get_index(name, MPI_T_PVAR_CLASS_LEVEL, &idx) != MPI_SUCCESS &&
-        MPI_T_pvar_get_index(name, MPI_T_PVAR_CLASS_COUNTER, &idx) != MPI_SUCCESS) {
-        ERR("performance variable %s not found", name);
-        return 0;
-    }
-    MPI_T_pvar_handle_alloc(session, idx, NULL, &h, &count);
-    MPI_T_pvar_read(session, h, &v);
-    MPI_T_pvar_handle_free(session, &h);
-    return v;
-}
+#include "mpit.h"
 
 static char val(int src, int msg, size_t i)
 {
@@ -50,22 +35,29 @@ static char val(int src, int msg, size_t i)
 
 int main(int argc, char **argv)
 {
-    int provided, total;
+    int total;
     const int per = (int) env_long("FLOOD_PER", 100);
     const size_t len = (size_t) env_long("FLOOD_LEN", 30000);
-    const long credits = env_long("MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS", 32);
+    struct limits lim;
+    long credits;
     char *buf;
 
     MPI_Init(&argc, &argv);
-    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
-    MPI_T_pvar_session_create(&session);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpit_init();
+    read_limits(&lim);
+    credits = lim.credits;
+    /* the premise: flood messages are eager-range (adaptive eager when credits allow) */
+    if (expected_proto(&lim, (long) len) != (credits ? P_ADAPTIVE : P_EAGER))
+        ERR("FLOOD_LEN %zu is not in the eager range (one-packet limit %ld, eager limit %d)",
+            len, lim.onepacket, lim.eager);
     buf = malloc(len * (size_t) per);
 
     if (rank != 0) {
         MPI_Request *reqs = malloc(sizeof(MPI_Request) * per);
-        unsigned long long rndv0 = pvar_read("amlapi_msgs_rndv"), rndv1;
+        unsigned long long c0[P_COUNT], c1[P_COUNT];
+        proto_counts(c0);
         for (int m = 0; m < per; m++) {
             for (size_t i = 0; i < len; i++)
                 buf[m * len + i] = val(rank, m, i);
@@ -74,10 +66,20 @@ int main(int argc, char **argv)
             MPI_Isend(buf + m * len, (int) len, MPI_CHAR, 0, 7, MPI_COMM_WORLD, &reqs[m]);
         }
         MPI_Send(NULL, 0, MPI_CHAR, 0, 8, MPI_COMM_WORLD);
-        rndv1 = pvar_read("amlapi_msgs_rndv");
-        if (credits > 0 && rndv1 - rndv0 < (unsigned long long) (per - credits))
+        proto_counts(c1);
+        unsigned long long rndv = c1[P_RNDV] - c0[P_RNDV];
+        unsigned long long mid = c1[credits ? P_ADAPTIVE : P_EAGER] - c0[credits ? P_ADAPTIVE :
+                                                                          P_EAGER];
+        /* the flood and one empty message, nothing else */
+        if (rndv + mid != (unsigned long long) per || c1[P_ONEPACKET] - c0[P_ONEPACKET] != 1)
+            ERR("flood of %d: %llu rendezvous + %llu %s, %llu one-packet (want %d + 1)", per,
+                rndv, mid, proto_name[credits ? P_ADAPTIVE : P_EAGER],
+                c1[P_ONEPACKET] - c0[P_ONEPACKET], per);
+        if (credits > 0 && rndv < (unsigned long long) (per - credits))
             ERR("%llu of %d messages went by rendezvous with %ld credits, want >= %ld",
-                rndv1 - rndv0, per, credits, per - credits);
+                rndv, per, credits, per - credits);
+        if (credits == 0 && rndv)
+            ERR("%llu messages went by rendezvous with adaptive eager off", rndv);
         MPI_Waitall(per, reqs, MPI_STATUSES_IGNORE);
         free(reqs);
     } else {
@@ -122,8 +124,7 @@ int main(int argc, char **argv)
             ERR("unexpected queue holds %llu messages after draining", msgs);
     }
     free(buf);
-    MPI_T_pvar_session_free(&session);
-    MPI_T_finalize();
+    mpit_finalize();
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
         printf("flood: %d ranks, %d errors\n", size, total);

@@ -1,9 +1,10 @@
 /*
  * Native point-to-point specifics (issue 4): sizes on both sides of every protocol threshold
- * with contiguous and strided types, send cancel of unmatched eager and rendezvous messages
- * (standard and synchronous), and the MPI_T performance variables (messages per protocol,
- * unexpected-queue length and its high-water mark). Run under each forced protocol by the
- * testlist. Prints "native: N errors" and exits non-zero on any error.
+ * with contiguous and strided types, each message asserted to take the protocol its size
+ * calls for (the limits are read from the library's control variables, the protocol from the
+ * amlapi_msgs_* counters), send cancel of unmatched eager and rendezvous messages (standard
+ * and synchronous), and the unexpected-queue performance variables. Run under each forced
+ * protocol by the testlist. Prints "native: N errors" and exits non-zero on any error.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -14,6 +15,10 @@ static int rank, size, errs;
 
 #define ERR(...) do { errs++; fprintf(stderr, "rank %d: ", rank); \
                       fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } while (0)
+
+#include "mpit.h"
+
+static struct limits lim;
 
 static void fill(char *b, size_t n, int seed)
 {
@@ -29,52 +34,30 @@ static int bad(const char *b, size_t n, int seed)
     return 0;
 }
 
-static long env_long(const char *name, long dflt)
+/* Asserts that exactly one message went between the counts c0 and c1, by protocol want. */
+static void check_proto(const unsigned long long c0[P_COUNT],
+                        const unsigned long long c1[P_COUNT], int want, const char *what, long n)
 {
-    const char *v = getenv(name);
-    return v ? atol(v) : dflt;
-}
-
-/* --- MPI_T -------------------------------------------------------------------------------- */
-
-static MPI_T_pvar_session session;
-
-static int pvar_index(const char *name)
-{
-    int idx;
-    if (MPI_T_pvar_get_index(name, MPI_T_PVAR_CLASS_COUNTER, &idx) == MPI_SUCCESS)
-        return idx;
-    if (MPI_T_pvar_get_index(name, MPI_T_PVAR_CLASS_LEVEL, &idx) == MPI_SUCCESS)
-        return idx;
-    if (MPI_T_pvar_get_index(name, MPI_T_PVAR_CLASS_HIGHWATERMARK, &idx) == MPI_SUCCESS)
-        return idx;
-    ERR("performance variable %s not found", name);
-    return -1;
-}
-
-static unsigned long long pvar_read(const char *name)
-{
-    int idx = pvar_index(name), count;
-    unsigned long long v = 0;
-    MPI_T_pvar_handle h;
-    if (idx < 0)
-        return 0;
-    MPI_T_pvar_handle_alloc(session, idx, NULL, &h, &count);
-    MPI_T_pvar_start(session, h);
-    MPI_T_pvar_read(session, h, &v);
-    MPI_T_pvar_handle_free(session, &h);
-    return v;
+    for (int p = 0; p < P_COUNT; p++) {
+        unsigned long long d = c1[p] - c0[p];
+        if (d != (p == want))
+            ERR("%s of %ld bytes (one-packet limit %ld, eager limit %d, protocol %s): "
+                "amlapi_msgs_%s grew by %llu, want %d", what, n, lim.onepacket, lim.eager,
+                lim.protocol, proto_name[p], d, p == want);
+    }
 }
 
 /* --- thresholds ------------------------------------------------------------------------- */
 
-/* every size next to a threshold, contiguous and strided on either side, four send modes */
+/* every size next to a threshold, contiguous and strided on either side, four send modes;
+ * the sender asserts the protocol of each message */
 static void thresholds(void)
 {
-    long packet = env_long("MPIR_CVAR_AMLAPI_PACKET_SIZE", 8192);
-    long eager = env_long("MPIR_CVAR_AMLAPI_EAGER_LIMIT", 12288);
-    long one = packet - 72 - 24;        /* aml header, MPI envelope */
+    long eager = lim.eager, one = lim.onepacket;
     long sizes[] = { 0, 1, one - 1, one, one + 1, eager - 1, eager, eager + 1, 3 * eager + 5 };
+    static const char *const mode_name[4] = { "MPI_Send", "MPI_Ssend", "MPI_Isend",
+        "unexpected MPI_Isend"
+    };
     long maxn = 3 * eager + 5;
     char *s = malloc(2 * maxn + 16), *r = malloc(2 * maxn + 16), *tmp = malloc(maxn + 16);
     MPI_Datatype strided;
@@ -95,6 +78,7 @@ static void thresholds(void)
                 }
                 if (rank == 0) {
                     MPI_Request req;
+                    unsigned long long c0[P_COUNT], c1[P_COUNT];
                     fill(tmp, n, seed);
                     if (shape == 1) {
                         for (int i = 0; i < n; i++)
@@ -104,6 +88,9 @@ static void thresholds(void)
                         memcpy(s, tmp, n);
                     }
                     int cnt = shape == 1 ? 1 : n;
+                    /* between the two counts this rank sends only the message itself (the
+                     * receiver's acknowledgements are its own sends) */
+                    proto_counts(c0);
                     switch (mode) {
                         case 0:
                             MPI_Send(s, cnt, sdt, 1, tag, MPI_COMM_WORLD);
@@ -117,8 +104,12 @@ static void thresholds(void)
                             break;
                         default:       /* unexpected at the receiver: it waits for our go */
                             MPI_Isend(s, cnt, sdt, 1, tag, MPI_COMM_WORLD, &req);
-                            MPI_Send(NULL, 0, MPI_CHAR, 1, 9, MPI_COMM_WORLD);
-                            MPI_Wait(&req, MPI_STATUS_IGNORE);
+                    }
+                    proto_counts(c1);
+                    check_proto(c0, c1, expected_proto(&lim, n), mode_name[mode], n);
+                    if (mode == 3) {
+                        MPI_Send(NULL, 0, MPI_CHAR, 1, 9, MPI_COMM_WORLD);
+                        MPI_Wait(&req, MPI_STATUS_IGNORE);
                     }
                 } else if (rank == 1) {
                     MPI_Status st;
@@ -145,6 +136,13 @@ static void thresholds(void)
                         ERR("size %d shape %d mode %d: count %d or data wrong", n, shape, mode,
                             got);
                 }
+                /* the receiver returned its adaptive-eager token before this reply (same
+                 * ordered channel): the sender holds every credit again, so each message's
+                 * protocol depends on its size alone, not on how far the sender ran ahead */
+                if (rank == 1)
+                    MPI_Send(NULL, 0, MPI_CHAR, 0, 10, MPI_COMM_WORLD);
+                else if (rank == 0)
+                    MPI_Recv(NULL, 0, MPI_CHAR, 1, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 if (shape)
                     MPI_Type_free(&t);
             }
@@ -172,62 +170,77 @@ static void thresholds(void)
 
 /* --- send cancel ------------------------------------------------------------------------ */
 
-/* An eager or rendezvous send that nobody has matched is cancelled (the receiver is in a
- * barrier, so it answers); the receiver then finds only the marker sent afterwards. */
+/* An eager (or adaptive) and a rendezvous send that nobody has matched are cancelled (the
+ * receiver is in a barrier, so it answers); the receiver then finds only the marker sent
+ * afterwards with the same tag. Ordered eager and rendezvous messages are whole at the
+ * receiver when the cancel request (sent after them, in order) arrives, so their cancel must
+ * succeed; adaptive eager data may still be arriving over other lanes, and then MPI's other
+ * outcome (not cancelled, and received) is checked. */
 static void send_cancel(void)
 {
-    static const int lens[] = { 20000, 300000 };
-    char *b = malloc(300000), *r = malloc(300000);
-    for (int k = 0; k < 2; k++) {
+    long lens[2] = { (lim.onepacket + lim.eager) / 2, lim.eager + 1 < 300000 ? 300000 :
+        lim.eager + 1
+    };
+    char *b = malloc(lens[1]), *r = malloc(lens[1]);
+    int first = lim.onepacket < lim.eager ? 0 : 1;     /* no eager range: rendezvous only */
+    for (int k = first; k < 2; k++) {
         for (int sync = 0; sync < 2; sync++) {
-            int n = lens[k], tag = 300 + k * 2 + sync;
-            MPI_Request marker = MPI_REQUEST_NULL;
+            int n = (int) lens[k], tag = 300 + k * 2 + sync, flag = 0;
+            int proto = expected_proto(&lim, n);
+            MPI_Request marker[2] = { MPI_REQUEST_NULL, MPI_REQUEST_NULL };
             if (rank == 0) {
                 MPI_Request req;
-                MPI_Status st;
-                int flag;
+                unsigned long long c0[P_COUNT], c1[P_COUNT];
+                const char *what = sync ? "synchronous" : "standard";
                 fill(b, n, 77);
+                proto_counts(c0);
                 if (sync)
                     MPI_Issend(b, n, MPI_CHAR, 1, tag, MPI_COMM_WORLD, &req);
                 else
                     MPI_Isend(b, n, MPI_CHAR, 1, tag, MPI_COMM_WORLD, &req);
-                MPI_Cancel(&req);
-                MPI_Wait(&req, &st);
-                MPI_Test_cancelled(&st, &flag);
-                if (!flag)
-                    ERR("unmatched %s send of %d bytes was not cancelled",
-                        sync ? "synchronous" : "standard", n);
+                proto_counts(c1);
+                check_proto(c0, c1, proto, "send to cancel", n);
+                flag = cancel_counted(&req, proto, n, what);
+                if (!flag && proto != P_ADAPTIVE)
+                    ERR("unmatched %s %s send of %d bytes was not cancelled", what,
+                        proto_name[proto], n);
+                /* nonblocking: a forced rendezvous completes only when received, and the
+                 * receiver waits in the barrier */
+                MPI_Isend(&flag, 1, MPI_INT, 1, tag + 100, MPI_COMM_WORLD, &marker[0]);
                 fill(b, 8, 78);
-                /* nonblocking: a forced rendezvous completes only when received */
-                MPI_Isend(b, 8, MPI_CHAR, 1, tag, MPI_COMM_WORLD, &marker);
+                MPI_Isend(b, 8, MPI_CHAR, 1, tag, MPI_COMM_WORLD, &marker[1]);
             }
             MPI_Barrier(MPI_COMM_WORLD);
             if (rank == 1) {
                 MPI_Status st;
                 int got;
+                MPI_Recv(&flag, 1, MPI_INT, 0, tag + 100, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                if (!flag) {    /* not cancelled: it must arrive, before the marker */
+                    MPI_Recv(r, n, MPI_CHAR, 0, tag, MPI_COMM_WORLD, &st);
+                    MPI_Get_count(&st, MPI_CHAR, &got);
+                    if (got != n || bad(r, n, 77))
+                        ERR("a send of %d bytes that was not cancelled arrived as %d bytes or "
+                            "corrupt", n, got);
+                }
                 MPI_Recv(r, n, MPI_CHAR, 0, tag, MPI_COMM_WORLD, &st);
                 MPI_Get_count(&st, MPI_CHAR, &got);
                 if (got != 8 || bad(r, 8, 78))
-                    ERR("after a cancelled send of %d bytes the receiver got %d bytes", n, got);
+                    ERR("after a %s send of %d bytes the receiver got %d bytes, want the "
+                        "8-byte marker", flag ? "cancelled" : "completed", n, got);
             }
-            MPI_Wait(&marker, MPI_STATUS_IGNORE);
+            MPI_Waitall(2, marker, MPI_STATUSES_IGNORE);
             MPI_Barrier(MPI_COMM_WORLD);
         }
     }
     /* a matched send cannot be cancelled: the cancel is answered "too late" */
     if (rank == 0) {
         MPI_Request req;
-        MPI_Status st;
-        int flag;
-        MPI_Isend(b, 300000, MPI_CHAR, 1, 310, MPI_COMM_WORLD, &req);
+        MPI_Isend(b, (int) lens[1], MPI_CHAR, 1, 310, MPI_COMM_WORLD, &req);
         MPI_Recv(NULL, 0, MPI_CHAR, 1, 311, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Cancel(&req);
-        MPI_Wait(&req, &st);
-        MPI_Test_cancelled(&st, &flag);
-        if (flag)
+        if (cancel_counted(&req, expected_proto(&lim, lens[1]), lens[1], "received"))
             ERR("a received send was reported cancelled");
     } else if (rank == 1) {
-        MPI_Recv(r, 300000, MPI_CHAR, 0, 310, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(r, (int) lens[1], MPI_CHAR, 0, 310, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Send(NULL, 0, MPI_CHAR, 0, 311, MPI_COMM_WORLD);
     }
     free(b);
@@ -239,47 +252,8 @@ static void send_cancel(void)
 static void pvars(void)
 {
     const int per = 5;
-    const char *proto_force = getenv("MPIR_CVAR_AMLAPI_PROTOCOL");
-    unsigned long long before[4], after[4];
-    static const char *const names[4] = { "amlapi_msgs_onepacket", "amlapi_msgs_eager",
-        "amlapi_msgs_rndv", "amlapi_msgs_adaptive"
-    };
-    /* between one packet and the eager limit: adaptive eager unless its credits are 0 */
-    int mid = env_long("MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS", 32) ? 3 : 1;
     char *b = calloc(1, 1 << 20);
     unsigned long long hwm0, hwm_v, level;
-
-    /* one message of each size class: its protocol's counter grows */
-    for (int i = 0; i < 4; i++)
-        before[i] = pvar_read(names[i]);
-    long one = env_long("MPIR_CVAR_AMLAPI_PACKET_SIZE", 8192) - 72 - 24;
-    long eager = env_long("MPIR_CVAR_AMLAPI_EAGER_LIMIT", 12288);
-    if (rank == 0) {
-        MPI_Send(b, 10, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
-        MPI_Send(b, (int) ((one + eager) / 2), MPI_CHAR, 1, 1, MPI_COMM_WORLD);
-        MPI_Send(b, (int) (eager + 1 < 200000 ? 200000 : eager + 1), MPI_CHAR, 1, 1,
-                 MPI_COMM_WORLD);
-    } else if (rank == 1) {
-        for (int i = 0; i < 3; i++)
-            MPI_Recv(b, 1 << 20, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    }
-    for (int i = 0; i < 4; i++)
-        after[i] = pvar_read(names[i]);
-    if (rank == 0) {
-        if (!proto_force || !strcmp(proto_force, "auto")) {
-            for (int i = 0; i < 3; i++) {
-                int k = i == 1 ? mid : i;
-                if (after[k] < before[k] + 1)
-                    ERR("%s did not count a message (%llu -> %llu)", names[k], before[k],
-                        after[k]);
-            }
-        } else {
-            int f = !strcmp(proto_force, "eager") ? 1 : !strcmp(proto_force, "adaptive") ? 3 : 2;
-            if (after[f] < before[f] + 2)
-                ERR("%s forced: %s went %llu -> %llu", proto_force, names[f], before[f],
-                    after[f]);
-        }
-    }
 
     /* unexpected queue: everyone floods rank 0 while it waits in a barrier; every message
      * is an early arrival when the barrier ends (per-sender order), then it drains */
@@ -317,11 +291,11 @@ static void pvars(void)
 
 int main(int argc, char **argv)
 {
-    int provided, total;
+    int total;
     MPI_Init(&argc, &argv);
-    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
-    MPI_T_pvar_session_create(&session);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    mpit_init();
+    read_limits(&lim);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size < 2) {
         fprintf(stderr, "native needs at least 2 ranks\n");
@@ -336,8 +310,7 @@ int main(int argc, char **argv)
         sec[i].fn();
         MPI_Barrier(MPI_COMM_WORLD);
     }
-    MPI_T_pvar_session_free(&session);
-    MPI_T_finalize();
+    mpit_finalize();
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
         printf("native: %d ranks, %d errors\n", size, total);

@@ -15,6 +15,10 @@ static int rank, size, errs;
 #define ERR(...) do { errs++; fprintf(stderr, "rank %d: ", rank); \
                       fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } while (0)
 
+#include "mpit.h"
+
+static struct limits lim;
+
 static void fill(char *b, size_t n, int seed)
 {
     for (size_t i = 0; i < n; i++)
@@ -173,9 +177,16 @@ static void probes(void)
     free(buf);
 }
 
-/* cancel a posted receive (must succeed); cancel a standard send (MPI allows either outcome:
- * if it was not cancelled, the receiver must still get it). Cancelling an unmatched
- * synchronous send needs native send cancel (issue 4): MPIDIG does not cancel sends. */
+/* Cancel a posted receive (must succeed). Cancel sends that really send a CANCEL_REQ: an
+ * unmatched eager-range (adaptive eager by default) and an unmatched rendezvous-size standard
+ * send; the counters amlapi_send_cancels_ok/failed show that the receiver answered. Rendezvous
+ * and ordered eager messages are whole at the receiver when the cancel request arrives behind
+ * them, so their cancel must succeed, and the receiver must then never see them: a later
+ * message with the same tag arrives intact instead. Adaptive eager data may still be arriving
+ * over other lanes (MPIR_CVAR_AMLAPI_LANES): then the cancel may come too late, which MPI
+ * allows, and the message must be received. A small send completed at injection has no
+ * message id and is not cancelled by default; whatever the outcome, it must agree with the
+ * counters and with what the receiver gets. */
 static void cancels(void)
 {
     MPI_Request r;
@@ -188,18 +199,62 @@ static void cancels(void)
     MPI_Test_cancelled(&st, &flag);
     if (!flag)
         ERR("receive was not cancelled");
-    if (rank == 0) {
-        MPI_Isend(b, 16, MPI_CHAR, 1, 778, MPI_COMM_WORLD, &r);
-        MPI_Cancel(&r);
-        MPI_Wait(&r, &st);
-        MPI_Test_cancelled(&st, &flag);
-        /* MPI allows either outcome for a send; if it was not cancelled it must be received */
-        MPI_Send(&flag, 1, MPI_INT, 1, 779, MPI_COMM_WORLD);
-    } else if (rank == 1) {
-        MPI_Recv(&flag, 1, MPI_INT, 0, 779, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (!flag)
-            MPI_Recv(b, 16, MPI_CHAR, 0, 778, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+
+    long lens[3] = { 16, (lim.onepacket + lim.eager) / 2,
+        lim.eager + 1 < 300000 ? 300000 : lim.eager + 1
+    };
+    char *buf = malloc(lens[2]);
+    for (int k = 0; k < 3; k++) {
+        int n = (int) lens[k], tag = 780 + k, proto = expected_proto(&lim, n);
+        if (k == 1 && lim.onepacket >= lim.eager)
+            continue;   /* no eager range */
+        if (rank == 0) {
+            unsigned long long ok0 = pvar_read("amlapi_send_cancels_ok");
+            unsigned long long no0 = pvar_read("amlapi_send_cancels_failed");
+            unsigned long long c0[P_COUNT], c1[P_COUNT];
+            fill(buf, n, 900 + k);
+            proto_counts(c0);
+            MPI_Isend(buf, n, MPI_CHAR, 1, tag, MPI_COMM_WORLD, &r);
+            proto_counts(c1);
+            /* the message really went by the protocol named (every credit is back after the
+             * barriers between sections) */
+            if (c1[proto] - c0[proto] != 1)
+                ERR("send of %d bytes to cancel did not go by %s", n, proto_name[proto]);
+            MPI_Cancel(&r);
+            MPI_Wait(&r, &st);
+            MPI_Test_cancelled(&st, &flag);
+            unsigned long long ok = pvar_read("amlapi_send_cancels_ok") - ok0;
+            unsigned long long no = pvar_read("amlapi_send_cancels_failed") - no0;
+            if (ok != (unsigned long long) !!flag || ok + no > 1)
+                ERR("cancel of %d bytes: cancelled %d but amlapi_send_cancels_ok +%llu, "
+                    "amlapi_send_cancels_failed +%llu", n, flag, ok, no);
+            if (k > 0 && ok + no != 1)
+                ERR("cancel of an unmatched %s send of %d bytes sent no CANCEL_REQ (no "
+                    "answer counted)", proto_name[proto], n);
+            if (k > 0 && !flag && proto != P_ADAPTIVE)
+                ERR("unmatched %s send of %d bytes was not cancelled", proto_name[proto], n);
+            MPI_Send(&flag, 1, MPI_INT, 1, 779, MPI_COMM_WORLD);
+            fill(buf, 8, 950 + k);
+            /* the same tag again: the receiver must get this, not the cancelled message */
+            MPI_Send(buf, 8, MPI_CHAR, 1, tag, MPI_COMM_WORLD);
+        } else if (rank == 1) {
+            int cnt;
+            MPI_Recv(&flag, 1, MPI_INT, 0, 779, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (!flag) {        /* not cancelled: it comes first, intact */
+                MPI_Recv(buf, n, MPI_CHAR, 0, tag, MPI_COMM_WORLD, &st);
+                MPI_Get_count(&st, MPI_CHAR, &cnt);
+                if (cnt != n || check(buf, n, 900 + k) != (size_t) -1)
+                    ERR("a send of %d bytes that was not cancelled arrived as %d bytes or "
+                        "corrupt", n, cnt);
+            }
+            MPI_Recv(buf, n, MPI_CHAR, 0, tag, MPI_COMM_WORLD, &st);
+            MPI_Get_count(&st, MPI_CHAR, &cnt);
+            if (cnt != 8 || check(buf, 8, 950 + k) != (size_t) -1)
+                ERR("after a %s send of %d bytes the receiver got %d bytes, want the 8-byte "
+                    "message sent after it", flag ? "cancelled" : "completed", n, cnt);
+        }
     }
+    free(buf);
 }
 
 /* non-contiguous send and receive datatypes of different shapes */
@@ -299,6 +354,8 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpit_init();
+    read_limits(&lim);
     if (provided != MPI_THREAD_MULTIPLE)
         ERR("MPI_THREAD_MULTIPLE not provided (%d)", provided);
     if (size < 2) {
@@ -318,6 +375,7 @@ int main(int argc, char **argv)
         sec[i].fn();
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    mpit_finalize();
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
         printf("p2p: %d ranks, %d errors\n", size, total);

@@ -15,7 +15,9 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_p2p.h \
                   src/mpid/ch4/netmod/amlapi/netmod_inline.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml.h \
-                  src/mpid/ch4/netmod/amlapi/aml/aml_impl.h
+                  src/mpid/ch4/netmod/amlapi/aml/aml_impl.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml_tport.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml_wire.h
 
 mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_init.c \
@@ -23,14 +25,23 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_p2p.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_progress.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
-                    src/mpid/ch4/netmod/amlapi/aml/aml_core.c \
-                    src/mpid/ch4/netmod/amlapi/aml/aml_onepacket.c \
-                    src/mpid/ch4/netmod/amlapi/aml/aml_eager.c \
-                    src/mpid/ch4/netmod/amlapi/aml/aml_rndv.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_adaptive.c \
-                    src/mpid/ch4/netmod/amlapi/aml/aml_rndv_put.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_context.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_dispatch.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_eager.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_onepacket.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_progress.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_rma.c \
-                    src/mpid/ch4/netmod/amlapi/aml/aml_sync.c
+                    src/mpid/ch4/netmod/amlapi/aml/aml_rndv.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_rndv_put.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_rndv_tport.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_rx.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_sync.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_tx.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_ucx.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_util.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_wire.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_xfer.c
 
 errnames_txt_files += src/mpid/ch4/netmod/amlapi/errnames.txt
 

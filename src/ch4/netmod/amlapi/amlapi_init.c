@@ -110,7 +110,9 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Testing: adaptive eager data packets are sent last to first, ahead of their message's
-        first packet, so receivers exercise out-of-order placement.
+        first packet, and every other sequenced packet to a peer is held back and sent after
+        the next one, so receivers exercise out-of-order placement and their stash and replay
+        of early packets. Slower; never for production.
 
     - name        : MPIR_CVAR_AMLAPI_PROGRESS_MODE
       category    : CH4_AMLAPI
@@ -332,6 +334,26 @@ int MPIDI_AMLAPI_init_world(void)
     MPIR_ERR_CHECK(mpi_errno);
     rc = aml_connect(MPIDI_AMLAPI_global.aml, table, (size_t) stride);
     MPIDU_bc_table_destroy();
+    if (rc == AML_ERR_CONFIG) {
+        /* the ranks were started with different settings: name the variable, both values */
+        const char *setting, *var;
+        int peer;
+        int64_t mine, theirs;
+        char vals[128];
+        aml_connect_mismatch(MPIDI_AMLAPI_global.aml, &setting, &peer, &mine, &theirs);
+        if (!strcmp(setting, "packet_size"))
+            var = "MPIR_CVAR_AMLAPI_PACKET_SIZE";
+        else if (!strcmp(setting, "adaptive_credits"))
+            var = "MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS";
+        else if (!strcmp(setting, "max_uhdr"))
+            var = "the largest aml user header (UCX's active-message header limit: UCX_* settings)";
+        else
+            var = "the aml wire version (a different amlapi build)";
+        snprintf(vals, sizeof(vals), "%lld on rank %d, %lld on rank %d", (long long) mine,
+                 MPIR_Process.rank, (long long) theirs, peer);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_mismatch",
+                             "**amlapi_mismatch %s %s", var, vals);
+    }
     MPIDI_AMLAPI_CHK(rc, "aml_connect");
   fn_exit:
     return mpi_errno;
@@ -349,7 +371,9 @@ int MPIDI_AMLAPI_mpi_finalize_hook(void)
     int mpi_errno = MPI_SUCCESS;
     int rc;
 
-    /* everything of ours delivered and endpoints closed, then wait for all peers, then free */
+    /* aml_quiesce runs aml's two finalize rounds with every peer (nothing can reach a closed
+     * endpoint after it); the PMI barrier then keeps every worker alive until all ranks have
+     * closed their endpoints to it */
     rc = aml_quiesce(MPIDI_AMLAPI_global.aml);
     MPIDI_AMLAPI_CHK(rc, "aml_quiesce");
     mpi_errno = MPIR_pmi_barrier();

@@ -36,14 +36,15 @@ static int allowed_cores(void)
 static unsigned long long pv_coproc_sleeps, pv_coproc_events;
 
 /* Arms the worker and sleeps on its event fd without MPICH's lock, until something arrives
- * or MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT passes. Returns the events handled on waking. */
+ * or MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT passes. Returns the events handled on waking, or -1
+ * when it did not sleep because events were pending. */
 static int sleep_on_fd(void)
 {
     aml_t *aml = MPIDI_AMLAPI_global.aml;
     struct pollfd p;
     int rc = aml_arm(aml);
     if (rc == AML_ERR_STATE)
-        return 0;       /* events pending: the next poll takes them */
+        return -1;      /* events pending: the next poll takes them */
     if (rc != AML_OK)
         MPIDI_AMLAPI_fatal("arming the UCX worker failed: %s", aml_strerror(rc));
     p.fd = MPIDI_AMLAPI_global.efd;
@@ -80,8 +81,11 @@ int MPIDI_AMLAPI_coproc_progressed(int events)
         return MPI_SUCCESS;
     pv_coproc_events += events;
     if (events == 0) {
-        pv_coproc_sleeps++;
-        pv_coproc_events += sleep_on_fd();
+        int woke = sleep_on_fd();
+        if (woke >= 0) {        /* it slept (an armed attempt that found work is no sleep) */
+            pv_coproc_sleeps++;
+            pv_coproc_events += woke;
+        }
     }
     return MPI_SUCCESS;
 }

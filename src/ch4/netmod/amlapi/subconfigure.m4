@@ -38,6 +38,17 @@ AM_COND_IF([BUILD_CH4_NETMOD_AMLAPI],[
         AC_MSG_ERROR([UCX is too old for ch4:amlapi (need >= 1.11)])
     fi
     PAC_LIBS_ADD([-lucp -lucs])
+    dnl The glue and aml take no VCI or per-object lock: with MPI_THREAD_MULTIPLE they rely on
+    dnl the global critical section (MPICH 4.0.2's default) to let one thread at a time into the
+    dnl netmod. A finer mode would let threads into aml concurrently, so refuse it here.
+    dnl thread_granularity is set by the top-level configure before the subsystem bodies run.
+    case "$thread_granularity" in
+        MPICH_THREAD_GRANULARITY__SINGLE|MPICH_THREAD_GRANULARITY__GLOBAL)
+            ;;
+        *)
+            AC_MSG_ERROR([ch4:amlapi supports only --enable-thread-cs=global (the default): --enable-thread-cs=$enable_thread_cs needs per-VCI locks that amlapi does not take])
+            ;;
+    esac
 ])dnl
 ])dnl
 

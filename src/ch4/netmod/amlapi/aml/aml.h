@@ -141,10 +141,10 @@ int aml_senv(aml_t * aml, aml_query_t q, int64_t val);
 
 typedef struct aml_cntr {
     volatile int64_t value;
-    uint64_t registered;        /* internal */
 } aml_cntr_t;
 
-/* A counter must be initialized before a remote message names it as target counter. */
+/* A counter must be initialized before a remote message names it as target counter (aml
+ * keeps the initialized counters' addresses, and refuses any other). */
 int aml_cntr_init(aml_t * aml, aml_cntr_t * c, int64_t value);
 int aml_cntr_destroy(aml_t * aml, aml_cntr_t * c);
 int64_t aml_cntr_get(const aml_cntr_t * c);

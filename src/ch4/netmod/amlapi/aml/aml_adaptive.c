@@ -1,7 +1,7 @@
 /*
  * Adaptive eager protocol (seed 002 Table 1, "adaptive eager"): an eager message whose data
  * packets carry no ordering requirement. BG/L sent them over adaptively routed links; here
- * they are spread over the peer's lanes (several UCX endpoints, aml_config.lanes) and placed
+ * they are spread over the peer's lanes (several endpoints, aml_config.lanes) and placed
  * by offset, in whatever order they arrive.
  *
  * MPI order is kept because the first packet (packet header, user header and first chunk)
@@ -20,19 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rx_key(aml_t * aml, int src, uint64_t msg_id)
-{
-    return msg_id * (uint64_t) aml->size + (uint64_t) src;
-}
-
-/* Whether an adaptive message to peer may go now. Out of credits, poll once first (not from
- * inside a handler): tokens for messages the peer already took may be waiting. */
+/* Whether an adaptive message to peer may go now. Out of credits, poll once first (aml_poll
+ * does not from inside a handler): tokens for messages the peer already took may be
+ * waiting. */
 bool aml_adaptive_credit(aml_t * aml, int peer)
 {
     aml_peer_t *p = &aml->peers[peer];
     if (AML_LIKELY(p->adapt_out < aml->adaptive_credits))
         return true;
-    aml_progress(aml);
+    aml_poll(aml);
     return p->adapt_out < aml->adaptive_credits;
 }
 
@@ -45,14 +41,13 @@ static void send_first(aml_t * aml, const aml_xfer_t * x, aml_smsg_t * m, uint64
     int rc;
     if (!d)
         aml_fatal(aml, "out of memory sending to rank %d", x->peer);
-    d->peer = x->peer;
+    d->op.peer = x->peer;
     d->msg = m;
     m->pending++;
     m->org_pending++;
     if (aml_mpkt_ok(aml, x)) {
         aml_mpkt_set(aml, d, x, AML_PKT_ADAPT_SFIRST, id, 0);
-        rc = aml_send_desc_flags(aml, d, aml->peers[x->peer].ep, x->data, first,
-                                 UCP_AM_SEND_FLAG_EAGER);
+        rc = aml_send_desc_flags(aml, d, aml->peers[x->peer].ep, x->data, first, 0);
     } else {
         aml_pkt_init(aml, &d->u.pkt, AML_PKT_ADAPT_FIRST, x->peer);
         d->u.pkt.proto = AML_PROTO_ADAPTIVE;
@@ -83,7 +78,7 @@ static void send_data(aml_t * aml, const aml_xfer_t * x, aml_smsg_t * m, uint64_
         d->u.pkt.addr = off;
         d->hdr_len = sizeof(aml_pkt_t);
     }
-    d->peer = x->peer;
+    d->op.peer = x->peer;
     d->msg = m;
     m->pending++;
     m->org_pending++;
@@ -130,7 +125,8 @@ int aml_adaptive_send(aml_t * aml, const aml_xfer_t * x)
     return AML_OK;
 }
 
-void aml_adaptive_recv_token(aml_t * aml, const aml_pkt_t * pkt)
+void aml_adaptive_recv_token(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                             const void *data, size_t len)
 {
     aml_peer_t *p = &aml->peers[pkt->src];
     uint64_t *ids = aml->adapt_ids + (size_t) pkt->src * aml->adaptive_credits;
@@ -149,7 +145,7 @@ void aml_adaptive_recv_token(aml_t * aml, const aml_pkt_t * pkt)
 /* The message's data no longer takes receiver memory: tell the sender. */
 static void adaptive_release(aml_t * aml, aml_rmsg_t * r)
 {
-    aml_htab_del(&aml->adapt_rx, rx_key(aml, r->src, r->msg_id));
+    aml_htab_del(&aml->adapt_rx, aml_rx_key(aml, r->src, r->msg_id));
     aml->peers[r->src].adapt_in--;
     /* only now, after its handlers ran (or it was rejected), may a fence be acknowledged */
     aml_rx_counted_done(aml, r->src);
@@ -196,7 +192,7 @@ static void ensure_bounce(aml_t * aml, aml_rmsg_t * r)
 /* The message's record, created by whichever of its packets comes first. */
 static aml_rmsg_t *adaptive_get(aml_t * aml, const aml_pkt_t * pkt)
 {
-    aml_hent_t *e = aml_htab_get(&aml->adapt_rx, rx_key(aml, (int) pkt->src, pkt->msg_id));
+    aml_hent_t *e = aml_htab_get(&aml->adapt_rx, aml_rx_key(aml, (int) pkt->src, pkt->msg_id));
     aml_peer_t *p = &aml->peers[pkt->src];
     aml_rmsg_t *r;
 
@@ -211,18 +207,10 @@ static aml_rmsg_t *adaptive_get(aml_t * aml, const aml_pkt_t * pkt)
     if (p->adapt_in >= aml->adaptive_credits)
         aml_fatal_pkt(aml, pkt, "more than %d unconfirmed adaptive messages",
                       aml->adaptive_credits);
-    r = aml_rmsg_new(aml);
-    if (!r)
-        aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
-    r->aml = aml;
-    r->src = (int) pkt->src;
-    r->type = AML_PKT_ADAPT_FIRST;
-    r->msg_id = pkt->msg_id;
-    r->len = pkt->msg_len;
-    aml_htab_put(&aml->adapt_rx, &r->h, rx_key(aml, r->src, r->msg_id));
+    r = aml_rmsg_start(aml, (int) pkt->src, AML_PKT_ADAPT_FIRST, pkt->msg_id, pkt->msg_len);
+    aml_htab_put(&aml->adapt_rx, &r->h, aml_rx_key(aml, r->src, r->msg_id));
     p->adapt_in++;
-    p->rx_incomplete++;
-    aml->rx_busy++;
+    aml_rx_count(aml, r->src);
     return r;
 }
 
@@ -297,7 +285,6 @@ void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhd
     aml_rmsg_t *r;
     bool direct = false;
 
-    aml_check_handler(aml, pkt);
     /* user headers take at most half a packet, so a first chunk is never empty */
     if (len > pkt->msg_len || (len == 0 && pkt->msg_len != 0))
         aml_fatal_pkt(aml, pkt, "first chunk of %zu bytes for a %llu-byte message", len,
@@ -337,8 +324,10 @@ void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhd
         adaptive_data_done(aml, r);
 }
 
-/* The dispatcher checked its shape (no user header). */
-void aml_adaptive_recv_data(aml_t * aml, const aml_pkt_t * pkt, const void *data, size_t len)
+/* Outside the sequence, whenever it comes; the dispatcher checked its shape (no user
+ * header). */
+void aml_adaptive_recv_data(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                            const void *data, size_t len)
 {
     aml_rmsg_t *r;
     if (len == 0 || pkt->msg_len == 0 || pkt->addr >= pkt->msg_len ||

@@ -11,7 +11,7 @@
 #include <string.h>
 
 /* d's header for the packet whose chunk starts at off: compact (no counter, under 4 GiB) or
- * full; assigns the packet's sequence number. The chunk goes as UCX's payload. */
+ * full; assigns the packet's sequence number. The chunk goes as the packet's payload. */
 static void eager_hdr(aml_t * aml, aml_sdesc_t * d, const aml_xfer_t * x, bool compact,
                       uint64_t id, size_t off)
 {
@@ -58,7 +58,7 @@ int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
             rc = AML_ERR_NOMEM;
             break;
         }
-        d->peer = x->peer;
+        d->op.peer = x->peer;
         d->msg = m;
         eager_hdr(aml, d, x, compact, id, off);
         if (off == 0) {
@@ -71,7 +71,7 @@ int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
         m->pending++;
         m->org_pending++;
         rc = aml_send_desc_flags(aml, d, aml->peers[x->peer].ep, (const char *) x->data + off,
-                                 chunk, UCP_AM_SEND_FLAG_EAGER);
+                                 chunk, 0);
         if (rc != AML_OK) {
             m->pending--;
             m->org_pending--;
@@ -110,14 +110,7 @@ void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                       (unsigned long long) pkt->msg_len);
     if (pkt->addr != 0)
         aml_fatal_pkt(aml, pkt, "first chunk at offset %llu", (unsigned long long) pkt->addr);
-    aml_check_handler(aml, pkt);
-    r = aml_rmsg_new(aml);
-    if (!r)
-        aml_fatal(aml, "out of memory receiving from rank %u", pkt->src);
-    r->src = (int) pkt->src;
-    r->type = AML_PKT_EAGER_FIRST;
-    r->msg_id = pkt->msg_id;
-    r->len = pkt->msg_len;
+    r = aml_rmsg_start(aml, (int) pkt->src, AML_PKT_EAGER_FIRST, pkt->msg_id, pkt->msg_len);
     r->tgt_cntr = aml_check_cntr(aml, pkt);
     r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
     /* the whole message may fit the first packet when eager is forced */
@@ -125,13 +118,13 @@ void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     aml_deliver(aml, &r->recv, 0, data, len);
     r->received = len;
     p->eager_rx = r;
-    p->rx_incomplete++;
-    aml->rx_busy++;
+    aml_rx_count(aml, r->src);
     if (r->received == r->len)
         eager_finish(aml, p, r);
 }
 
-void aml_eager_recv_cont(aml_t * aml, const aml_pkt_t * pkt, const void *data, size_t len)
+void aml_eager_recv_cont(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                         const void *data, size_t len)
 {
     aml_peer_t *p = &aml->peers[pkt->src];
     aml_rmsg_t *r = p->eager_rx;

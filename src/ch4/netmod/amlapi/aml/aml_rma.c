@@ -92,17 +92,28 @@ int aml_put(aml_t * aml, int peer, void *tgt_addr, const void *org_addr, size_t 
     return aml_xfer_internal(aml, &x);
 }
 
-static int send_req(aml_t * aml, int peer, int type, aml_reply_wait_t * w, uint64_t addr,
-                    uint64_t len, uint64_t cntr, int op, uint64_t aux0, uint64_t aux1)
+/* Sends a GET_REQ or RMW_REQ (want->kind) to want->peer, whose reply is awaited by a copy of
+ * want. The caller checked its arguments. */
+static int send_req(aml_t * aml, const aml_reply_wait_t * want, uint64_t addr, uint64_t len,
+                    uint64_t cntr, int op, uint64_t aux0, uint64_t aux1)
 {
-    aml_sdesc_t *d = aml_sdesc_get(aml);
-    uint64_t id = aml->next_msg_id++;
-    int rc;
+    aml_reply_wait_t *w;
+    aml_sdesc_t *d;
+    uint64_t id;
+    int rc, peer = want->peer;
+    if (!aml->connected)
+        return AML_ERR_STATE;
+    w = malloc(sizeof(*w));
+    if (!w)
+        return AML_ERR_NOMEM;
+    *w = *want;
+    d = aml_sdesc_get(aml);
     if (!d) {
         free(w);
         return AML_ERR_NOMEM;
     }
-    aml_pkt_init(aml, &d->u.pkt, type, peer);
+    id = aml->next_msg_id++;
+    aml_pkt_init(aml, &d->u.pkt, w->kind, peer);
     d->u.pkt.handler = (uint16_t) op;
     d->u.pkt.msg_id = id;
     d->u.pkt.addr = addr;
@@ -110,7 +121,7 @@ static int send_req(aml_t * aml, int peer, int type, aml_reply_wait_t * w, uint6
     d->u.pkt.cntr = cntr;
     d->u.pkt.aux0 = aux0;
     d->u.pkt.aux1 = aux1;
-    d->peer = peer;
+    d->op.peer = peer;
     d->hdr_len = sizeof(aml_pkt_t);
     aml_htab_put(&aml->replies, &w->h, id);
     aml->peers[peer].replies_pending++;
@@ -126,21 +137,12 @@ static int send_req(aml_t * aml, int peer, int type, aml_reply_wait_t * w, uint6
 int aml_get(aml_t * aml, int peer, const void *tgt_addr, void *org_addr, size_t len,
             aml_cntr_t * tgt_cntr, aml_cntr_t * org_cntr)
 {
-    aml_reply_wait_t *w;
+    aml_reply_wait_t w = {.peer = peer,.kind = AML_PKT_GET_REQ,.org_addr = org_addr,.len = len,
+        .org_cntr = org_cntr
+    };
     if (!aml || peer < 0 || peer >= aml->size || (len && (!tgt_addr || !org_addr)))
         return AML_ERR_INVAL;
-    if (!aml->connected)
-        return AML_ERR_STATE;
-    w = calloc(1, sizeof(*w));
-    if (!w)
-        return AML_ERR_NOMEM;
-    w->peer = peer;
-    w->kind = AML_PKT_GET_REQ;
-    w->org_addr = org_addr;
-    w->len = len;
-    w->org_cntr = org_cntr;
-    return send_req(aml, peer, AML_PKT_GET_REQ, w, (uintptr_t) tgt_addr, len,
-                    (uintptr_t) tgt_cntr, 0, 0, 0);
+    return send_req(aml, &w, (uintptr_t) tgt_addr, len, (uintptr_t) tgt_cntr, 0, 0, 0);
 }
 
 static void get_sent(aml_t * aml, void *arg)
@@ -149,7 +151,8 @@ static void get_sent(aml_t * aml, void *arg)
     aml_cntr_incr(arg);
 }
 
-void aml_rma_recv_get_req(aml_t * aml, const aml_pkt_t * pkt)
+void aml_rma_recv_get_req(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                          const void *data, size_t len)
 {
     aml_cntr_t *tgt = aml_check_cntr(aml, pkt);
     get_reply_hdr_t h = { pkt->msg_id };
@@ -169,25 +172,18 @@ void aml_rma_recv_get_req(aml_t * aml, const aml_pkt_t * pkt)
 int aml_rmw(aml_t * aml, int peer, aml_rmw_op_t op, int64_t * tgt_var, const int64_t * in,
             int64_t * prev, aml_cntr_t * org_cntr)
 {
-    aml_reply_wait_t *w;
+    aml_reply_wait_t w = {.peer = peer,.kind = AML_PKT_RMW_REQ,.org_addr = prev,
+        .len = sizeof(int64_t),.org_cntr = org_cntr
+    };
     if (!aml || peer < 0 || peer >= aml->size || !tgt_var || !in ||
         ((uintptr_t) tgt_var & 7) || op < AML_RMW_FETCH_ADD || op > AML_RMW_CMP_SWAP)
         return AML_ERR_INVAL;
-    if (!aml->connected)
-        return AML_ERR_STATE;
-    w = calloc(1, sizeof(*w));
-    if (!w)
-        return AML_ERR_NOMEM;
-    w->peer = peer;
-    w->kind = AML_PKT_RMW_REQ;
-    w->org_addr = prev;
-    w->len = sizeof(int64_t);
-    w->org_cntr = org_cntr;
-    return send_req(aml, peer, AML_PKT_RMW_REQ, w, (uintptr_t) tgt_var, 0, 0, op,
-                    (uint64_t) in[0], op == AML_RMW_CMP_SWAP ? (uint64_t) in[1] : 0);
+    return send_req(aml, &w, (uintptr_t) tgt_var, 0, 0, op, (uint64_t) in[0],
+                    op == AML_RMW_CMP_SWAP ? (uint64_t) in[1] : 0);
 }
 
-void aml_rma_recv_rmw_req(aml_t * aml, const aml_pkt_t * pkt)
+void aml_rma_recv_rmw_req(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                          const void *data, size_t len)
 {
     int64_t *var, old;
     if ((pkt->addr & 7) || !aml_range_registered(aml, pkt->addr, sizeof(int64_t)))
@@ -213,7 +209,8 @@ void aml_rma_recv_rmw_req(aml_t * aml, const aml_pkt_t * pkt)
         aml_fatal(aml, "cannot answer an rmw from rank %u", pkt->src);
 }
 
-void aml_rma_recv_rmw_reply(aml_t * aml, const aml_pkt_t * pkt)
+void aml_rma_recv_rmw_reply(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                            const void *data, size_t len)
 {
     aml_reply_wait_t *w = take_reply(aml, (int) pkt->src, pkt->msg_id, AML_PKT_RMW_REQ);
     if (!w)

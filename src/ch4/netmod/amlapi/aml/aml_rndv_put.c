@@ -6,8 +6,8 @@
  *   RNDV_SCOUT (uhdr, flag PUT, no rkey) ->  header handler picks the landing (or defers;
  *                                            aml_accept later does the same)
  *                                       <-   RNDV_RTR: landing address + its packed rkey
- *   ucp_put_nbx into the landing, then
- *   ucp_ep_flush_nbx (remote completion)
+ *   transport put into the landing
+ *   (complete when the data is in place)
  *   RNDV_FIN                             ->  data is in place: complete the message
  *                                       <-   RNDV_DONE (target completion: completion counter)
  *
@@ -17,11 +17,6 @@
 #include "aml_impl.h"
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t rx_key(aml_t * aml, int src, uint64_t msg_id)
-{
-    return msg_id * (uint64_t) aml->size + (uint64_t) src;
-}
 
 /* ---- sender --------------------------------------------------------------------------- */
 
@@ -34,7 +29,6 @@ int aml_rndv_put_send(aml_t * aml, const aml_xfer_t * x)
 
     if (!m)
         return AML_ERR_NOMEM;
-    m->aml = aml;
     m->put_state = AML_PUT_WAIT_RTR;
     m->data = x->data;
     m->len = x->len;
@@ -52,23 +46,10 @@ int aml_rndv_put_send(aml_t * aml, const aml_xfer_t * x)
     return AML_OK;
 }
 
-static void flush_cb(void *request, ucs_status_t status, void *user_data)
-{
-    aml_smsg_t *m = user_data;
-    aml_t *aml = m->aml;
-    if (status != UCS_OK)
-        aml_fatal(aml, "rendezvous put of %zu bytes to rank %d failed: %s", m->len, m->peer,
-                  ucs_status_string(status));
-    ucp_request_free(request);
-    aml->in_dispatch++;
-    aml_rndv_put_flushed(aml, m);
-    aml->in_dispatch--;
-}
-
 /* The data is at the target: tell it, and the origin buffer is free. */
-void aml_rndv_put_flushed(aml_t * aml, aml_smsg_t * m)
+static void put_flushed(aml_t * aml, aml_smsg_t * m)
 {
-    ucp_rkey_destroy(m->put_rkey);
+    aml->peers[m->peer].tport->rkey_destroy(aml, m->put_rkey);
     m->put_rkey = NULL;
     m->put_state = AML_PUT_WAIT_DONE;
     if (aml_send_ctrl(aml, m->peer, AML_PKT_RNDV_FIN, m->h.key, 0) != AML_OK)
@@ -76,13 +57,18 @@ void aml_rndv_put_flushed(aml_t * aml, aml_smsg_t * m)
     aml_smsg_event_done(aml, m, true);
 }
 
-void aml_rndv_put_recv_rtr(aml_t * aml, const aml_pkt_t * pkt, const void *data, size_t len)
+/* The transport completed the put after it returned. */
+static void put_op_done(aml_tport_op_t * op)
+{
+    put_flushed(op->aml, AML_CONTAINER(op, aml_smsg_t, op));
+}
+
+void aml_rndv_put_recv_rtr(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                           const void *data, size_t len)
 {
     aml_hent_t *e = aml_htab_get(&aml->waits, pkt->msg_id);
     aml_smsg_t *m = e ? AML_CONTAINER(e, aml_smsg_t, h) : NULL;
     aml_peer_t *p = &aml->peers[pkt->src];
-    ucp_request_param_t param;
-    ucs_status_ptr_t req;
 
     if (!m || m->peer != (int) pkt->src || m->put_state != AML_PUT_WAIT_RTR)
         aml_fatal_pkt(aml, pkt, "ready-to-receive for message %llu, which awaits none from "
@@ -93,26 +79,15 @@ void aml_rndv_put_recv_rtr(aml_t * aml, const aml_pkt_t * pkt, const void *data,
                       len, (unsigned long long) pkt->aux0, m->len);
     if (pkt->addr + m->len < pkt->addr)
         aml_fatal_pkt(aml, pkt, "landing range wraps around");
-    if (ucp_ep_rkey_unpack(p->ep, data, &m->put_rkey) != UCS_OK)
+    if (p->tport->rkey_unpack(p->ep, data, len, &m->put_rkey) != AML_OK)
         aml_fatal_pkt(aml, pkt, "rkey does not unpack");
     m->put_state = AML_PUT_PUTTING;
-
-    memset(&param, 0, sizeof(param));
-    req = ucp_put_nbx(p->ep, m->data, m->len, pkt->addr, m->put_rkey, &param);
-    if (UCS_PTR_IS_ERR(req))
-        aml_fatal(aml, "rendezvous put to rank %d failed: %s", m->peer,
-                  ucs_status_string(UCS_PTR_STATUS(req)));
-    if (req)
-        ucp_request_free(req);  /* the flush below tells when it is done */
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = flush_cb;
-    param.user_data = m;
-    req = ucp_ep_flush_nbx(p->ep, &param);
-    if (UCS_PTR_IS_ERR(req))
-        aml_fatal(aml, "flushing the rendezvous put to rank %d failed: %s", m->peer,
-                  ucs_status_string(UCS_PTR_STATUS(req)));
-    if (req == NULL)
-        aml_rndv_put_flushed(aml, m);
+    m->op.done = put_op_done;
+    m->op.aml = aml;
+    m->op.peer = m->peer;
+    m->op.len = m->len;
+    if (p->tport->put(p->ep, m->data, pkt->addr, m->put_rkey, &m->op) == AML_TPORT_DONE)
+        put_flushed(aml, m);
 }
 
 /* RNDV_DONE for a put-variant message: the target completed it, or rejected it unseen. */
@@ -135,17 +110,13 @@ void aml_rndv_put_recv_done(aml_t * aml, const aml_pkt_t * pkt, aml_smsg_t * m)
 /* The landing is known (header handler or aml_accept): expose it and ask for the data. */
 void aml_rndv_put_ready(aml_t * aml, aml_rmsg_t * r)
 {
-    ucp_mem_map_params_t mp;
-    void *rkey_buf = NULL, *dst = aml_rndv_landing(aml, r);
+    const aml_tport_t *t = aml->peers[r->src].tport;
+    void *rkey_buf = NULL, *dst = aml_rmsg_landing(aml, r);
     size_t rkey_len;
     aml_sdesc_t *d;
 
-    memset(&mp, 0, sizeof(mp));
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = dst;
-    mp.length = r->len;
-    if (ucp_mem_map(aml->ctx, &mp, &r->memh) != UCS_OK ||
-        ucp_rkey_pack(aml->ctx, r->memh, &rkey_buf, &rkey_len) != UCS_OK ||
+    if (t->mem_map(aml, dst, r->len, &r->memh) != AML_OK ||
+        t->rkey_pack(aml, r->memh, &rkey_buf, &rkey_len) != AML_OK ||
         rkey_len > aml->packet_size - sizeof(aml_pkt_t))
         aml_fatal(aml, "cannot expose a %zu-byte landing to rank %d for a rendezvous put",
                   r->len, r->src);
@@ -157,30 +128,27 @@ void aml_rndv_put_ready(aml_t * aml, aml_rmsg_t * r)
     d->u.pkt.msg_len = r->len;
     d->u.pkt.addr = (uintptr_t) dst;
     d->u.pkt.aux0 = rkey_len;
-    d->peer = r->src;
+    d->op.peer = r->src;
     d->hdr_len = sizeof(aml_pkt_t);
     /* the descriptor outlives the send, the packed rkey need not */
     memcpy(AML_SDESC_PAYLOAD(d), rkey_buf, rkey_len);
-    ucp_rkey_buffer_release(rkey_buf);
-    aml_htab_put(&aml->put_rx, &r->h, rx_key(aml, r->src, r->msg_id));
+    t->rkey_buf_release(aml, rkey_buf);
+    aml_htab_put(&aml->put_rx, &r->h, aml_rx_key(aml, r->src, r->msg_id));
     if (aml_send_desc(aml, d, AML_SDESC_PAYLOAD(d), rkey_len) != AML_OK)
         aml_fatal(aml, "cannot send RNDV_RTR to rank %d", r->src);
 }
 
-void aml_rndv_put_recv_fin(aml_t * aml, const aml_pkt_t * pkt)
+void aml_rndv_put_recv_fin(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                           const void *data, size_t len)
 {
-    aml_hent_t *e = aml_htab_del(&aml->put_rx, rx_key(aml, (int) pkt->src, pkt->msg_id));
+    aml_hent_t *e = aml_htab_del(&aml->put_rx, aml_rx_key(aml, (int) pkt->src, pkt->msg_id));
     aml_rmsg_t *r;
     if (!e)
         aml_fatal_pkt(aml, pkt, "data put for message %llu, which awaits none from this peer",
                       (unsigned long long) pkt->msg_id);
     r = AML_CONTAINER(e, aml_rmsg_t, h);
-    ucp_mem_unmap(aml->ctx, r->memh);
-    if (r->bounce) {
-        aml_deliver(aml, &r->recv, 0, r->bounce, r->len);
-        free(r->bounce);
-    }
-    aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, false, r->msg_id, true);
+    aml->peers[r->src].tport->mem_unmap(aml, r->memh);
+    aml_rmsg_landed(aml, r, false);
     if (aml_send_ctrl(aml, r->src, AML_PKT_RNDV_DONE, r->msg_id, 0) != AML_OK)
         aml_fatal(aml, "cannot send RNDV_DONE to rank %d", r->src);
     aml_rmsg_free(aml, r);
@@ -191,7 +159,7 @@ void aml_rndv_put_free_all(aml_t * aml)
 {
     for (aml_hent_t * e; (e = aml_htab_pop(&aml->put_rx));) {
         aml_rmsg_t *r = AML_CONTAINER(e, aml_rmsg_t, h);
-        ucp_mem_unmap(aml->ctx, r->memh);
+        aml->peers[r->src].tport->mem_unmap(aml, r->memh);
         free(r->bounce);
         free(r);
     }

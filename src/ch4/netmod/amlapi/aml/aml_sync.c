@@ -1,10 +1,11 @@
 /*
  * Synchronization: fences (LAPI_Fence/Gfence), the layer's own barrier and all-gather
- * (LAPI_Address_init), completion notifications, and counter waits.
+ * (LAPI_Address_init), completion notifications, and the quiesce rounds of finalize.
  *
  * A fence request travels in sequence after everything sent to the peer before it; the peer
  * acknowledges once no message from us is still incomplete there (e.g. a rendezvous pull in
- * flight), so the acknowledgement means "all delivered and handled".
+ * flight), so the acknowledgement means "all delivered and handled" (aml_rx.c counts the
+ * incomplete messages and acknowledges).
  */
 #include "aml_impl.h"
 #include <stdlib.h>
@@ -170,26 +171,8 @@ int aml_gfence(aml_t * aml)
     return rc == AML_OK ? aml_barrier(aml) : rc;
 }
 
-void aml_sync_recv_fence_req(aml_t * aml, const aml_pkt_t * pkt)
-{
-    aml_peer_t *p = &aml->peers[pkt->src];
-    if (p->rx_incomplete == 0) {
-        if (aml_send_ctrl(aml, (int) pkt->src, AML_PKT_FENCE_ACK, 0, 0))
-            aml_fatal(aml, "cannot acknowledge a fence from rank %u", pkt->src);
-    } else {
-        p->fence_reqs++;
-    }
-}
-
-void aml_sync_rx_idle(aml_t * aml, int src)
-{
-    aml_peer_t *p = &aml->peers[src];
-    for (; p->fence_reqs > 0; p->fence_reqs--)
-        if (aml_send_ctrl(aml, src, AML_PKT_FENCE_ACK, 0, 0))
-            aml_fatal(aml, "cannot acknowledge a fence from rank %d", src);
-}
-
-void aml_sync_recv_fence_ack(aml_t * aml, const aml_pkt_t * pkt)
+void aml_sync_recv_fence_ack(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                             const void *data, size_t len)
 {
     aml_peer_t *p = &aml->peers[pkt->src];
     if (p->fence_acks >= p->fence_sent)
@@ -197,11 +180,12 @@ void aml_sync_recv_fence_ack(aml_t * aml, const aml_pkt_t * pkt)
     p->fence_acks++;
 }
 
-void aml_sync_recv_cmpl(aml_t * aml, const aml_pkt_t * pkt)
+void aml_sync_recv_cmpl(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                        const void *data, size_t len)
 {
     aml_hent_t *e = aml_htab_get(&aml->waits, pkt->msg_id);
     aml_smsg_t *m = e ? AML_CONTAINER(e, aml_smsg_t, h) : NULL;
-    if (!m || m->peer != (int) pkt->src || (m->proto == AML_PROTO_RNDV && !m->ucx_rndv) ||
+    if (!m || m->peer != (int) pkt->src || (m->proto == AML_PROTO_RNDV && !m->tport_rndv) ||
         !m->cmpl_cntr)
         aml_fatal_pkt(aml, pkt, "completion for message %llu, which awaits none from this peer",
                       (unsigned long long) pkt->msg_id);
@@ -212,7 +196,8 @@ void aml_sync_recv_cmpl(aml_t * aml, const aml_pkt_t * pkt)
 
 /* ---- finalize (see aml_quiesce) -------------------------------------------------------- */
 
-void aml_sync_recv_quiesce(aml_t * aml, const aml_pkt_t * pkt)
+void aml_sync_recv_quiesce(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
+                           const void *data, size_t len)
 {
     aml_peer_t *p = &aml->peers[pkt->src];
     if (pkt->aux0 != (uint64_t) p->quiesce_round + 1 || pkt->aux0 > 2)

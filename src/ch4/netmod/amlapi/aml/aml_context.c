@@ -1,0 +1,380 @@
+/*
+ * The aml context: configuration and environment (LAPI_Qenv/Senv), setup (init, address,
+ * connect with its settings check), handler registration, and the end (quiesce, finalize).
+ */
+#include "aml_impl.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- configuration and environment ---------------------------------------------------- */
+
+void aml_config_default(aml_config_t * cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->packet_size = 8248;     /* UCX shm bcopy segment (8256) less UCP's AM header */
+    cfg->eager_limit = 12288;   /* MPIR_CVAR_AMLAPI_EAGER_LIMIT says why */
+    cfg->protocol = AML_PROTO_AUTO;
+    cfg->adaptive_credits = 32;
+    cfg->rndv_ucx = 1;
+    cfg->lanes = 1;
+    cfg->progress_mode = AML_PROGRESS_POLLING;
+}
+
+int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
+{
+    if (!aml || !val)
+        return AML_ERR_INVAL;
+    switch (q) {
+        case AML_Q_RANK:
+            *val = aml->rank;
+            break;
+        case AML_Q_SIZE:
+            *val = aml->size;
+            break;
+        case AML_Q_PACKET_SIZE:
+            *val = (int64_t) aml->packet_size;
+            break;
+        case AML_Q_MAX_UHDR:
+            *val = (int64_t) aml->max_uhdr;
+            break;
+        case AML_Q_ONEPACKET_LIMIT:
+            *val = (int64_t) (aml->packet_size -
+                              (aml->compact ? sizeof(aml_spkt_t) : sizeof(aml_pkt_t)));
+            break;
+        case AML_Q_INLINE_LIMIT:
+            *val = aml->compact && aml->protocol == AML_PROTO_AUTO ?
+                (int64_t) (aml->compact_max - sizeof(aml_spkt_t)) : 0;
+            break;
+        case AML_Q_EAGER_LIMIT:
+            *val = (int64_t) aml->eager_limit;
+            break;
+        case AML_Q_PROTOCOL:
+            *val = aml->protocol;
+            break;
+        case AML_Q_PROGRESS_MODE:
+            *val = aml->cfg.progress_mode;
+            break;
+        case AML_Q_MAX_HANDLERS:
+            *val = AML_MAX_HANDLERS;
+            break;
+        case AML_Q_ADAPTIVE_CREDITS:
+            *val = aml->adaptive_credits;
+            break;
+        case AML_Q_LANES:
+            *val = aml->lanes;
+            break;
+        case AML_Q_STASHED:
+            *val = aml->stashed;
+            break;
+        case AML_Q_MSGS_SENT:
+        case AML_Q_BYTES_SENT:
+            if (*val < 0 || *val >= AML_PROTO_COUNT)
+                return AML_ERR_INVAL;
+            *val = (q == AML_Q_MSGS_SENT) ? aml->msgs[*val] : aml->bytes[*val];
+            break;
+        default:
+            return AML_ERR_INVAL;
+    }
+    return AML_OK;
+}
+
+static int check_protocol(int p)
+{
+    return p == AML_PROTO_AUTO || p == AML_PROTO_EAGER || p == AML_PROTO_RNDV ||
+        p == AML_PROTO_ADAPTIVE;
+}
+
+int aml_senv(aml_t * aml, aml_query_t q, int64_t val)
+{
+    if (!aml)
+        return AML_ERR_INVAL;
+    switch (q) {
+        case AML_Q_EAGER_LIMIT:
+            if (val < 0)
+                return AML_ERR_INVAL;
+            aml->eager_limit = (size_t) val;
+            return AML_OK;
+        case AML_Q_PROTOCOL:
+            if (!check_protocol((int) val) ||
+                (val == AML_PROTO_ADAPTIVE && aml->adaptive_credits == 0))
+                return AML_ERR_INVAL;
+            aml->protocol = (int) val;
+            return AML_OK;
+        default:
+            return AML_ERR_INVAL;       /* read-only or unknown */
+    }
+}
+
+/* ---- setup ---------------------------------------------------------------------------- */
+
+static void context_free(aml_t * aml)
+{
+    for (int i = 0; i < aml->ntports; i++)
+        aml->tports[i]->fini(aml);
+    free(aml->addr);
+    aml_htab_free(&aml->waits);
+    aml_htab_free(&aml->replies);
+    aml_htab_free(&aml->cntrs);
+    aml_htab_free(&aml->adapt_rx);
+    aml_htab_free(&aml->deferred);
+    aml_htab_free(&aml->put_rx);
+    free(aml->adapt_ids);
+    free(aml->lane_eps);
+    free(aml->addr_tab[0]);
+    free(aml->addr_tab[1]);
+    free(aml->regions);
+    free(aml->peers);
+    free(aml);
+}
+
+int aml_init(const aml_config_t * cfg, aml_t ** out)
+{
+    const aml_tport_t *t = &aml_ucx_tport;
+    const void *taddr;
+    size_t taddr_len, max_hdr = 0;
+    aml_t *aml;
+    int rc = AML_ERR_TRANSPORT;
+
+    if (!cfg || !out || cfg->size <= 0 || cfg->rank < 0 || cfg->rank >= cfg->size)
+        return AML_ERR_INVAL;
+    if (cfg->packet_size && (cfg->packet_size < 512 || cfg->packet_size > (1 << 20)))
+        return AML_ERR_INVAL;
+    if (!check_protocol(cfg->protocol))
+        return AML_ERR_INVAL;
+    if (cfg->adaptive_credits < 0 || cfg->adaptive_credits > 1024 || cfg->lanes < 1 ||
+        cfg->lanes > 8 || (cfg->protocol == AML_PROTO_ADAPTIVE && cfg->adaptive_credits == 0))
+        return AML_ERR_INVAL;
+    if (cfg->progress_mode != AML_PROGRESS_POLLING &&
+        cfg->progress_mode != AML_PROGRESS_INTERRUPT)
+        return AML_ERR_INVAL;
+
+    aml = calloc(1, sizeof(*aml));
+    if (!aml)
+        return AML_ERR_NOMEM;
+    aml->cfg = *cfg;
+    aml->rank = cfg->rank;
+    aml->size = cfg->size;
+    aml->packet_size = cfg->packet_size ? cfg->packet_size : 8248;
+    aml->eager_limit = cfg->eager_limit;
+    aml->protocol = cfg->protocol;
+    aml->adaptive_credits = cfg->adaptive_credits;
+    aml->lanes = cfg->lanes;
+    aml->next_msg_id = 1;
+    aml->efd = -1;
+    aml->peers = calloc(cfg->size, sizeof(aml_peer_t));
+    if (!aml->peers || aml_htab_init(&aml->waits, 1024) || aml_htab_init(&aml->replies, 256) ||
+        aml_htab_init(&aml->cntrs, 256) || aml_htab_init(&aml->adapt_rx, 256) ||
+        aml_htab_init(&aml->deferred, 1024) || aml_htab_init(&aml->put_rx, 256)) {
+        rc = AML_ERR_NOMEM;
+        goto fail;
+    }
+
+    /* the transports (UCX alone today), each with the rx function of the dispatcher */
+    aml->tports[aml->ntports++] = t;
+    if ((rc = t->init(aml, aml_rx, &max_hdr)) != AML_OK)
+        goto fail;
+    rc = AML_ERR_TRANSPORT;
+    if (cfg->progress_mode == AML_PROGRESS_INTERRUPT && t->event_fd(aml, &aml->efd) != AML_OK)
+        goto fail;
+
+    /* The user header travels in the transport's header together with our packet header. */
+    aml->max_uhdr = AML_MAX_UHDR;
+    if (max_hdr < sizeof(aml_pkt_t) + 64)
+        goto fail;
+    if (max_hdr - sizeof(aml_pkt_t) < aml->max_uhdr)
+        aml->max_uhdr = max_hdr - sizeof(aml_pkt_t);
+    if (aml->max_uhdr > aml->packet_size / 2)
+        aml->max_uhdr = aml->packet_size / 2;
+    aml->max_uhdr &= ~(size_t) 7;
+    aml->compact_max = max_hdr < AML_COMPACT_MAX ? max_hdr : AML_COMPACT_MAX;
+    aml->compact = cfg->size <= AML_COMPACT_MAX_RANKS;  /* 24 bits of source rank */
+    aml->sdesc_size = sizeof(aml_sdesc_t) + aml->packet_size;
+
+    /* the address: shared settings, then the transport's */
+    if ((rc = t->address(aml, &taddr, &taddr_len)) != AML_OK)
+        goto fail;
+    aml->addr_len = sizeof(aml_addr_hdr_t) + taddr_len;
+    aml->addr = malloc(aml->addr_len);
+    if (!aml->addr) {
+        rc = AML_ERR_NOMEM;
+        goto fail;
+    }
+    {
+        aml_addr_hdr_t h = { AML_WIRE_VERSION, (uint32_t) aml->packet_size,
+            (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr
+        };
+        memcpy(aml->addr, &h, sizeof(h));
+        memcpy(aml->addr + sizeof(h), taddr, taddr_len);
+    }
+
+    if ((rc = aml_rma_init(aml)) != AML_OK || (rc = aml_sync_init(aml)) != AML_OK)
+        goto fail;
+    *out = aml;
+    return AML_OK;
+
+  fail:
+    context_free(aml);
+    return rc;
+}
+
+int aml_local_address(aml_t * aml, const void **addr, size_t * len)
+{
+    if (!aml || !addr || !len)
+        return AML_ERR_INVAL;
+    *addr = aml->addr;
+    *len = aml->addr_len;
+    return AML_OK;
+}
+
+/* Records the first setting on which peer disagrees with this rank. */
+static bool mismatch(aml_t * aml, const char *setting, int peer, uint32_t mine, uint32_t theirs)
+{
+    if (mine == theirs || aml->mismatch.setting)
+        return mine != theirs;
+    aml->mismatch.setting = setting;
+    aml->mismatch.peer = peer;
+    aml->mismatch.mine = mine;
+    aml->mismatch.theirs = theirs;
+    return true;
+}
+
+int aml_connect_mismatch(aml_t * aml, const char **setting, int *peer, int64_t * mine,
+                         int64_t * theirs)
+{
+    if (!aml || !setting || !peer || !mine || !theirs || !aml->mismatch.setting)
+        return AML_ERR_INVAL;
+    *setting = aml->mismatch.setting;
+    *peer = aml->mismatch.peer;
+    *mine = aml->mismatch.mine;
+    *theirs = aml->mismatch.theirs;
+    return AML_OK;
+}
+
+int aml_connect(aml_t * aml, const void *table, size_t stride)
+{
+    aml_tport_ep_t *eps;
+    int rc = AML_OK;
+
+    if (!aml || !table || aml->connected)
+        return aml && aml->connected ? AML_ERR_STATE : AML_ERR_INVAL;
+    if (stride < aml->addr_len)
+        return AML_ERR_INVAL;
+    /* every rank's settings first: with a mismatch nothing is connected. Receivers check
+     * packets against their own settings, so a correct sender would otherwise be killed as
+     * "malformed" (e.g. more adaptive messages in flight than the receiver's credits). */
+    for (int i = 0; i < aml->size; i++) {
+        aml_addr_hdr_t h, *me = (aml_addr_hdr_t *) aml->addr;
+        memcpy(&h, (const char *) table + (size_t) i * stride, sizeof(h));
+        if (mismatch(aml, "wire_version", i, me->wire_version, h.wire_version) ||
+            mismatch(aml, "packet_size", i, me->packet_size, h.packet_size) ||
+            mismatch(aml, "adaptive_credits", i, me->adaptive_credits, h.adaptive_credits) ||
+            mismatch(aml, "max_uhdr", i, me->max_uhdr, h.max_uhdr))
+            return AML_ERR_CONFIG;
+    }
+    aml->adapt_ids = calloc((size_t) aml->size * (aml->adaptive_credits + 1), sizeof(uint64_t));
+    aml->lane_eps = calloc((size_t) aml->size * aml->lanes, sizeof(aml_tport_ep_t));
+    eps = malloc(aml->lanes * sizeof(aml_tport_ep_t));
+    if (!aml->adapt_ids || !aml->lane_eps || !eps) {
+        free(eps);
+        return AML_ERR_NOMEM;
+    }
+    for (int i = 0; i < aml->size && rc == AML_OK; i++) {
+        /* every peer by UCX today; vnode will take the peers on this node */
+        aml_peer_t *p = &aml->peers[i];
+        p->tport = &aml_ucx_tport;
+        rc = p->tport->connect(aml, i, (const char *) table + (size_t) i * stride +
+                               sizeof(aml_addr_hdr_t), eps, aml->lanes);
+        if (rc != AML_OK)
+            break;
+        p->ep = eps[0];
+        for (int l = 1; l < aml->lanes; l++)
+            aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1] = eps[l];
+    }
+    free(eps);
+    if (rc != AML_OK)
+        return rc;
+    aml->connected = true;
+    return AML_OK;
+}
+
+int aml_register_handler(aml_t * aml, unsigned id, aml_hdr_handler_t fn, void *ctx)
+{
+    if (!aml || id >= AML_MAX_HANDLERS || !fn)
+        return AML_ERR_INVAL;
+    aml->handlers[id].fn = fn;
+    aml->handlers[id].ctx = ctx;
+    return AML_OK;
+}
+
+/* ---- the end -------------------------------------------------------------------------- */
+
+/* Finalize is two rounds of QUIESCE packets, each sequenced behind everything its sender sent
+ * before, so no packet can reach a closed endpoint:
+ *   1. each rank sends QUIESCE 1 to all and waits for all: every message anybody started has
+ *      now reached its header handler. Messages still deferred will never be accepted: they
+ *      are rejected, which completes their senders (so crossed unmatched rendezvous sends
+ *      cannot deadlock). Then each rank waits until everything it started is complete.
+ *   2. each rank sends QUIESCE 2 to all and waits for all: only replies (DONE, TOKEN, CMPL,
+ *      FENCE_ACK, an embedder's acknowledgements) can still travel between the rounds, and
+ *      each was sent before its sender's QUIESCE 2 and triggers no further send.
+ * After round 2 nothing arrives and nothing is sent: the endpoints are closed. */
+int aml_quiesce(aml_t * aml)
+{
+    if (!aml)
+        return AML_ERR_INVAL;
+    if (!aml->connected)
+        return AML_OK;
+    if (aml->in_dispatch)
+        return AML_ERR_STATE;
+    aml_quiesce_rounds(aml, 1);
+    for (aml_hent_t * e; (e = aml_htab_pop(&aml->deferred));) {
+        aml_rmsg_t *r = AML_CONTAINER(e, aml_rmsg_t, dh);
+        r->deferred = false;
+        aml_rmsg_reject(aml, r);
+    }
+    while (aml->tx_inflight > 0 || aml->waits.count > 0 || aml->replies.count > 0 ||
+           aml->rx_busy > 0)
+        aml_progress(aml);
+    aml_quiesce_rounds(aml, 2);
+    while (aml->tx_inflight > 0)
+        aml_progress(aml);
+
+    /* the endpoints of each transport, closed together (peers close theirs at once) */
+    for (int t = 0; t < aml->ntports; t++) {
+        size_t n = 0, nmax = (size_t) aml->size * aml->lanes;
+        aml_tport_ep_t **eps = calloc(nmax, sizeof(*eps));
+        int rc;
+        if (!eps)
+            return AML_ERR_NOMEM;
+        for (int i = 0; i < aml->size; i++)
+            if (aml->peers[i].tport == aml->tports[t])
+                eps[n++] = &aml->peers[i].ep;
+        for (int i = 0; i < aml->size; i++)
+            for (int l = 1; l < aml->lanes; l++)
+                if (aml->peers[i].tport == aml->tports[t])
+                    eps[n++] = &aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1];
+        rc = aml->tports[t]->close(aml, eps, n);
+        free(eps);
+        if (rc != AML_OK)
+            return rc;
+    }
+    aml->connected = false;
+    return AML_OK;
+}
+
+int aml_finalize(aml_t * aml)
+{
+    if (!aml)
+        return AML_ERR_INVAL;
+    if (aml->connected)
+        aml_quiesce(aml);
+    aml_dispatch_free_stash(aml);
+    aml_rndv_free_deferred(aml);
+    aml_adaptive_free_all(aml);
+    aml_rndv_put_free_all(aml);
+    aml_sdesc_free_all(aml);
+    aml_rec_drain(&aml->free_smsg);
+    aml_rec_drain(&aml->free_rmsg);
+    context_free(aml);
+    return AML_OK;
+}

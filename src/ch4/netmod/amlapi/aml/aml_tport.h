@@ -1,0 +1,145 @@
+/*
+ * The transport interface: what aml's protocols need from whatever moves packets and bytes to
+ * a peer. Not part of the API.
+ *
+ * A transport is chosen per peer (aml_peer_t.tport, set at aml_connect): UCX (aml_ucx.c) for
+ * every peer today; vnode (on-node FIFOs, single copy by process_vm_readv, DESIGN §5) will
+ * serve the peers on the same node. The protocols call only through this table, so a second
+ * transport needs no change in them; what a transport cannot do it leaves out of `caps`, and
+ * the protocol choice (aml_xfer.c) avoids it for that peer: e.g. a transport with get but no
+ * rendezvous of its own gets aml's get-based rendezvous. A transport that cannot send inline
+ * refuses every send_inline.
+ *
+ * The contract, for every transport:
+ * - Packets. A packet is a header (hdr_len bytes) and an optional payload (len bytes). The
+ *   receiver gets both as they were sent, through the rx function given to init, called
+ *   from progress only (rx raises aml->in_dispatch itself while it runs handlers). A
+ *   transport should keep the order of each endpoint (UCX does, except for its rendezvous
+ *   sends); aml's sequence numbers restore it where it does not, holding up to AML_STASH_MAX
+ *   early packets per peer. The largest header is what init reports in *max_hdr.
+ * - Buffers. The header and payload of a send belong to the transport until the send
+ *   completes (AML_TPORT_DONE on return, or op->done later); send_inline copies at once or
+ *   refuses. A rendezvous payload is read by the transport when the receiver takes it.
+ * - Completion. An operation returns AML_TPORT_DONE when it completed before returning (then
+ *   op->done is never called: the caller completes it), or AML_TPORT_PENDING: then op->done
+ *   runs exactly once, later, from progress, with aml->in_dispatch raised (so it may run
+ *   handlers but must not progress the transport itself).
+ * - Errors are fatal: a transport never fails back to the caller for a send or a data move;
+ *   it ends the job through aml_fatal (aml_send_failed for packets) naming the peer, because a
+ *   sequence number once taken cannot be given back (aml_send_failed says why). Setup (init,
+ *   connect, close) and registration return an aml status instead.
+ * - Threading: one thread at a time per aml_t, as for the API.
+ */
+#ifndef AML_TPORT_H_INCLUDED
+#define AML_TPORT_H_INCLUDED
+
+#include "aml.h"
+#include <stddef.h>
+#include <stdint.h>
+
+typedef void *aml_tport_ep_t;   /* an endpoint (lane) to one peer */
+struct aml_peer;                /* aml's state of one peer (aml_impl.h) */
+typedef void *aml_tport_memh_t; /* local memory registered with a transport */
+typedef void *aml_tport_rkey_t; /* a peer's memory, unpacked from the rkey it sent */
+
+/* An operation that may complete after its call returned (a send, a rendezvous data move).
+ * The caller embeds it in its own record, sets the fields the operation reads, and keeps the
+ * record until completion; the transport never writes it. */
+typedef struct aml_tport_op {
+    void (*done) (struct aml_tport_op * op);    /* after AML_TPORT_PENDING: see the contract */
+    aml_t *aml;
+    int peer;                   /* the peer: errors name it */
+    size_t len;                 /* data moves: the bytes to move (a receive checks it) */
+    const void *hdr;            /* send: the packet header (an error names its type) */
+} aml_tport_op_t;
+
+/* What an operation returns */
+enum {
+    AML_TPORT_DONE = 0,         /* complete; op->done will not run */
+    AML_TPORT_PENDING,          /* op->done runs later, from progress */
+    AML_TPORT_REFUSED           /* send_inline only: nothing was sent (no room now, or larger
+                                 * than the transport sends inline); send it by send */
+};
+
+/* send flags */
+#define AML_TPORT_SEND_RNDV 0x1 /* the transport's own rendezvous: the payload stays in the
+                                 * caller's buffer until the receiver took it (rndv_recv or
+                                 * rndv_release); the send completes after that */
+
+/* rx flags, and rx's return value */
+#define AML_TPORT_RX_RNDV 0x1   /* data is the transport's rendezvous descriptor, not bytes;
+                                 * len is the payload's size */
+#define AML_TPORT_RX_KEPT 1     /* rx returns it when it kept that descriptor: the receiver
+                                 * calls rndv_recv or rndv_release later (exactly once) */
+
+/* Called for every arriving packet, from progress; hdr and data are valid during the call
+ * only (a kept rendezvous descriptor stays valid). Returns 0 or AML_TPORT_RX_KEPT. */
+typedef int (*aml_tport_rx_fn_t) (aml_t * aml, const void *hdr, size_t hdr_len, void *data,
+                                  size_t len, unsigned flags);
+
+/* caps */
+#define AML_TPORT_CAP_RNDV 0x1  /* send with AML_TPORT_SEND_RNDV, rndv_recv, rndv_release */
+#define AML_TPORT_CAP_GET  0x2  /* get from a peer's registered memory (rkeys) */
+#define AML_TPORT_CAP_PUT  0x4  /* put to a peer's registered memory (rkeys) */
+
+typedef struct aml_tport {
+    const char *name;           /* in error messages */
+    unsigned caps;              /* AML_TPORT_CAP_* */
+
+    /* -- setup, from aml_init/aml_connect/aml_quiesce/aml_finalize -- */
+    /* Creates the transport's state for aml (aml->cfg is set); packets go to rx. *max_hdr:
+     * the largest packet header it carries. */
+    int (*init) (aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr);
+    /* This process's transport address (exchanged by the embedder). */
+    int (*address) (aml_t * aml, const void **addr, size_t * len);
+    /* neps endpoints to peer, whose address is addr (lanes: eps[0] carries the sequenced
+     * packets, the others adaptive data). */
+    int (*connect) (aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps);
+    /* Closes the n endpoints *eps[i] after flushing what was sent on them, progressing until
+     * all are closed, and sets each *eps[i] to NULL. */
+    int (*close) (aml_t * aml, aml_tport_ep_t ** eps, size_t n);
+    /* Releases everything init created (also after a failed init). */
+    void (*fini) (aml_t * aml);
+
+    /* -- packets -- */
+    /* Sends [pkt, pkt+len) as a header-only packet on p's first endpoint (p->ep; p is
+     * &aml->peers[peer]) if the transport can copy it at once: AML_TPORT_DONE, else
+     * AML_TPORT_REFUSED. The latency path. */
+    int (*send_inline) (aml_t * aml, struct aml_peer * p, const void *pkt, size_t len);
+    /* Sends op->hdr (hdr_len bytes) and the payload [data, data+len). */
+    int (*send) (aml_tport_ep_t ep, aml_tport_op_t * op, size_t hdr_len, const void *data,
+                 size_t len, unsigned flags);
+    /* Receiver of an AML_TPORT_SEND_RNDV packet: moves its op->len payload bytes into dst. */
+    int (*rndv_recv) (aml_t * aml, void *desc, void *dst, aml_tport_op_t * op);
+    /* ... or drops them unread (the send completes at the sender as if they were taken). */
+    void (*rndv_release) (aml_t * aml, void *desc);
+
+    /* -- memory -- */
+    int (*mem_map) (aml_t * aml, void *addr, size_t len, aml_tport_memh_t * memh);
+    void (*mem_unmap) (aml_t * aml, aml_tport_memh_t memh);
+    /* The bytes a peer needs to reach memh (*buf until rkey_buf_release). */
+    int (*rkey_pack) (aml_t * aml, aml_tport_memh_t memh, void **buf, size_t * len);
+    void (*rkey_buf_release) (aml_t * aml, void *buf);
+    int (*rkey_unpack) (aml_tport_ep_t ep, const void *buf, size_t len, aml_tport_rkey_t * rkey);
+    void (*rkey_destroy) (aml_t * aml, aml_tport_rkey_t rkey);
+    /* op->len bytes from the peer's raddr into dst (rendezvous pull). */
+    int (*get) (aml_tport_ep_t ep, void *dst, uint64_t raddr, aml_tport_rkey_t rkey,
+                aml_tport_op_t * op);
+    /* op->len bytes from src to the peer's raddr, complete when they are in place there
+     * (rendezvous put). */
+    int (*put) (aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport_rkey_t rkey,
+                aml_tport_op_t * op);
+
+    /* -- progress -- */
+    /* One pass: delivers arrivals (rx) and completions (op->done); returns the events. */
+    int (*progress) (aml_t * aml);
+    /* Interrupt mode: AML_OK when nothing is pending and the event fd will wake a sleeper,
+     * AML_ERR_STATE when events are pending, else AML_ERR_TRANSPORT. */
+    int (*arm) (aml_t * aml);
+    int (*event_fd) (aml_t * aml, int *fd);
+} aml_tport_t;
+
+/* The transports */
+extern const aml_tport_t aml_ucx_tport;
+
+#endif /* AML_TPORT_H_INCLUDED */

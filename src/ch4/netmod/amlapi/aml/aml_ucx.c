@@ -1,0 +1,413 @@
+/*
+ * The UCX transport (aml_tport.h): UCP active messages carry the packets (one AM id, the aml
+ * packet header as UCP's AM header), UCP's AM rendezvous is the transport rendezvous, and
+ * ucp_get_nbx/ucp_put_nbx move rendezvous data. The only file of aml that calls UCX.
+ */
+#include "aml_impl.h"
+#include <ucp/api/ucp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One UCP active-message id carries every aml packet; the aml packet type is in the header. */
+#define AML_UCP_AM_ID 7
+
+struct aml_ucx {
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    ucp_address_t *addr;
+    size_t addr_len;
+    int efd;                    /* interrupt mode: the worker's event fd, else -1 */
+    aml_tport_rx_fn_t rx;
+};
+
+/* rx returns 0 or AML_TPORT_RX_KEPT, which are UCX's UCS_OK and UCS_INPROGRESS */
+_Static_assert(UCS_OK == 0 && UCS_INPROGRESS == AML_TPORT_RX_KEPT, "rx results are UCX's");
+
+static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length,
+                               void *data, size_t length, const ucp_am_recv_param_t * param)
+{
+    aml_t *aml = arg;
+    unsigned flags = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ? AML_TPORT_RX_RNDV : 0;
+    /* a rendezvous descriptor handed on or kept persists when we return UCS_INPROGRESS */
+    return (ucs_status_t) aml->ucx->rx(aml, header, header_length, data, length, flags);
+}
+
+/* ---- setup ---------------------------------------------------------------------------- */
+
+static void ucx_fini(aml_t * aml)
+{
+    struct aml_ucx *u = aml->ucx;
+    if (!u)
+        return;
+    if (u->addr)
+        ucp_worker_release_address(u->worker, u->addr);
+    if (u->worker)
+        ucp_worker_destroy(u->worker);
+    if (u->ctx)
+        ucp_cleanup(u->ctx);
+    free(u);
+    aml->ucx = NULL;
+}
+
+static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
+{
+    ucp_config_t *ucfg = NULL;
+    ucp_params_t params;
+    ucp_worker_params_t wparams;
+    ucp_worker_attr_t wattr;
+    ucp_am_handler_param_t hparam;
+    struct aml_ucx *u = calloc(1, sizeof(*u));
+
+    if (!u)
+        return AML_ERR_NOMEM;
+    aml->ucx = u;
+    u->rx = rx;
+    u->efd = -1;
+    if (ucp_config_read(NULL, NULL, &ucfg) != UCS_OK)
+        return AML_ERR_TRANSPORT;
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
+    if (aml->cfg.progress_mode == AML_PROGRESS_INTERRUPT)
+        params.features |= UCP_FEATURE_WAKEUP;
+    params.estimated_num_eps = aml->cfg.size;
+    if (ucp_init(&params, ucfg, &u->ctx) != UCS_OK) {
+        ucp_config_release(ucfg);
+        return AML_ERR_TRANSPORT;
+    }
+    ucp_config_release(ucfg);
+
+    memset(&wparams, 0, sizeof(wparams));
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    if (ucp_worker_create(u->ctx, &wparams, &u->worker) != UCS_OK)
+        return AML_ERR_TRANSPORT;
+    if (ucp_worker_get_address(u->worker, &u->addr, &u->addr_len) != UCS_OK)
+        return AML_ERR_TRANSPORT;
+    if (aml->cfg.progress_mode == AML_PROGRESS_INTERRUPT &&
+        ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK)
+        return AML_ERR_TRANSPORT;
+
+    /* the user header travels in UCX's AM header together with our packet header */
+    wattr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    if (ucp_worker_query(u->worker, &wattr) != UCS_OK)
+        return AML_ERR_TRANSPORT;
+    *max_hdr = wattr.max_am_header;
+
+    memset(&hparam, 0, sizeof(hparam));
+    hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+        UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hparam.id = AML_UCP_AM_ID;
+    hparam.cb = am_recv_cb;
+    hparam.arg = aml;
+    hparam.flags = UCP_AM_FLAG_WHOLE_MSG;
+    if (ucp_worker_set_am_recv_handler(u->worker, &hparam) != UCS_OK)
+        return AML_ERR_TRANSPORT;
+    return AML_OK;
+}
+
+static int ucx_address(aml_t * aml, const void **addr, size_t * len)
+{
+    *addr = aml->ucx->addr;
+    *len = aml->ucx->addr_len;
+    return AML_OK;
+}
+
+/* Several endpoints to the same worker: adaptive data is spread over them. */
+static int ucx_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps)
+{
+    ucp_ep_params_t ep;
+    (void) peer;
+    memset(&ep, 0, sizeof(ep));
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = addr;
+    for (int l = 0; l < neps; l++) {
+        ucp_ep_h h;
+        if (ucp_ep_create(aml->ucx->worker, &ep, &h) != UCS_OK)
+            return AML_ERR_TRANSPORT;
+        eps[l] = h;
+    }
+    return AML_OK;
+}
+
+/* Flush-closes every endpoint while progressing, as peers do the same (ch4:ucx's order). */
+static int ucx_close(aml_t * aml, aml_tport_ep_t ** eps, size_t n)
+{
+    void **reqs = calloc(n, sizeof(void *));
+    if (!reqs)
+        return AML_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        ucp_request_param_t p;
+        memset(&p, 0, sizeof(p));
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = 0;    /* flush mode */
+        reqs[i] = ucp_ep_close_nbx(*eps[i], &p);
+        *eps[i] = NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i] == NULL || UCS_PTR_IS_ERR(reqs[i]))
+            continue;
+        while (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS)
+            ucp_worker_progress(aml->ucx->worker);
+        ucp_request_free(reqs[i]);
+    }
+    free(reqs);
+    return AML_OK;
+}
+
+/* ---- packets -------------------------------------------------------------------------- */
+
+/* With UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL UCX either copies the packet into the transport at once
+ * or refuses (full FIFO, or above its inline size). */
+static int ucx_send_inline(aml_t * aml, aml_peer_t * p, const void *pkt, size_t len)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t r;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    r = ucp_am_send_nbx(p->ep, AML_UCP_AM_ID, pkt, len, NULL, 0, &param);
+    if (AML_LIKELY(r == NULL))
+        return AML_TPORT_DONE;
+    if (UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE)
+        aml_send_failed(aml, (int) (p - aml->peers), pkt,
+                        ucs_status_string(UCS_PTR_STATUS(r)));
+    return AML_TPORT_REFUSED;
+}
+
+/* Runs a pending operation's completion as the contract says (aml_tport.h). */
+static void op_done(aml_tport_op_t * op)
+{
+    aml_t *aml = op->aml;
+    /* done may run user code: it must not progress the worker from here */
+    aml->in_dispatch++;
+    op->done(op);
+    aml->in_dispatch--;
+}
+
+/* A pending rendezvous data move ended: fatal unless it moved op->len bytes. */
+static void moved(void *request, ucs_status_t status, aml_tport_op_t * op, const char *what)
+{
+    if (status != UCS_OK)
+        aml_fatal(op->aml, "rendezvous %s of %zu bytes %s rank %d failed: %s", what, op->len,
+                  strcmp(what, "put") ? "from" : "to", op->peer, ucs_status_string(status));
+    ucp_request_free(request);
+    op_done(op);
+}
+
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    aml_tport_op_t *op = user_data;
+    if (status != UCS_OK)
+        aml_send_failed(op->aml, op->peer, op->hdr, ucs_status_string(status));
+    ucp_request_free(request);
+    op_done(op);
+}
+
+/* AML_TPORT_SEND_RNDV: UCX's AM rendezvous; the send completes when the receiver has the
+ * data. Else UCP_AM_SEND_FLAG_EAGER: aml's own packets never take UCX's rendezvous. */
+static int ucx_send(aml_tport_ep_t ep, aml_tport_op_t * op, size_t hdr_len, const void *data,
+                    size_t len, unsigned flags)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t r;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+        UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = (flags & AML_TPORT_SEND_RNDV) ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
+    param.cb.send = send_cb;
+    param.user_data = op;
+    r = ucp_am_send_nbx(ep, AML_UCP_AM_ID, op->hdr, hdr_len, data, len, &param);
+    if (AML_LIKELY(r == NULL))
+        return AML_TPORT_DONE;
+    if (UCS_PTR_IS_ERR(r))
+        aml_send_failed(op->aml, op->peer, op->hdr, ucs_status_string(UCS_PTR_STATUS(r)));
+    return AML_TPORT_PENDING;
+}
+
+static void rndv_recv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    aml_tport_op_t *op = user_data;
+    if (status != UCS_OK || length != op->len)
+        aml_fatal(op->aml, "rendezvous receive of %zu bytes from rank %d failed: %s (%zu bytes)",
+                  op->len, op->peer, ucs_status_string(status), length);
+    moved(request, status, op, "receive");
+}
+
+static int ucx_rndv_recv(aml_t * aml, void *desc, void *dst, aml_tport_op_t * op)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t req;
+    size_t got = op->len;
+
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+        UCP_OP_ATTR_FIELD_RECV_INFO;
+    param.cb.recv_am = rndv_recv_cb;
+    param.user_data = op;
+    param.recv_info.length = &got;
+    req = ucp_am_recv_data_nbx(aml->ucx->worker, desc, dst, op->len, &param);
+    if (UCS_PTR_IS_ERR(req))
+        aml_fatal(aml, "rendezvous receive from rank %d failed: %s", op->peer,
+                  ucs_status_string(UCS_PTR_STATUS(req)));
+    if (req != NULL)
+        return AML_TPORT_PENDING;
+    /* done at once: the length is checked as in rndv_recv_cb */
+    if (got != op->len)
+        aml_fatal(aml, "rendezvous receive of %zu bytes from rank %d delivered %zu bytes",
+                  op->len, op->peer, got);
+    return AML_TPORT_DONE;
+}
+
+static void ucx_rndv_release(aml_t * aml, void *desc)
+{
+    ucp_am_data_release(aml->ucx->worker, desc);
+}
+
+/* ---- memory --------------------------------------------------------------------------- */
+
+static int ucx_mem_map(aml_t * aml, void *addr, size_t len, aml_tport_memh_t * memh)
+{
+    ucp_mem_map_params_t mp;
+    ucp_mem_h h;
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = addr;
+    mp.length = len;
+    if (ucp_mem_map(aml->ucx->ctx, &mp, &h) != UCS_OK)
+        return AML_ERR_TRANSPORT;
+    *memh = h;
+    return AML_OK;
+}
+
+static void ucx_mem_unmap(aml_t * aml, aml_tport_memh_t memh)
+{
+    ucp_mem_unmap(aml->ucx->ctx, memh);
+}
+
+static int ucx_rkey_pack(aml_t * aml, aml_tport_memh_t memh, void **buf, size_t * len)
+{
+    return ucp_rkey_pack(aml->ucx->ctx, memh, buf, len) == UCS_OK ? AML_OK : AML_ERR_TRANSPORT;
+}
+
+static void ucx_rkey_buf_release(aml_t * aml, void *buf)
+{
+    (void) aml;
+    ucp_rkey_buffer_release(buf);
+}
+
+static int ucx_rkey_unpack(aml_tport_ep_t ep, const void *buf, size_t len,
+                           aml_tport_rkey_t * rkey)
+{
+    ucp_rkey_h h;
+    (void) len;         /* UCX's packed rkey describes itself */
+    if (ucp_ep_rkey_unpack(ep, buf, &h) != UCS_OK)
+        return AML_ERR_TRANSPORT;
+    *rkey = h;
+    return AML_OK;
+}
+
+static void ucx_rkey_destroy(aml_t * aml, aml_tport_rkey_t rkey)
+{
+    (void) aml;
+    ucp_rkey_destroy(rkey);
+}
+
+static void get_cb(void *request, ucs_status_t status, void *user_data)
+{
+    moved(request, status, user_data, "pull");
+}
+
+static int ucx_get(aml_tport_ep_t ep, void *dst, uint64_t raddr, aml_tport_rkey_t rkey,
+                   aml_tport_op_t * op)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t req;
+
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = get_cb;
+    param.user_data = op;
+    req = ucp_get_nbx(ep, dst, op->len, raddr, rkey, &param);
+    if (UCS_PTR_IS_ERR(req))
+        aml_fatal(op->aml, "rendezvous pull from rank %d failed: %s", op->peer,
+                  ucs_status_string(UCS_PTR_STATUS(req)));
+    return req == NULL ? AML_TPORT_DONE : AML_TPORT_PENDING;
+}
+
+static void flush_cb(void *request, ucs_status_t status, void *user_data)
+{
+    moved(request, status, user_data, "put");
+}
+
+/* ucp_put_nbx, then ucp_ep_flush_nbx: complete once the data is in place at the peer. */
+static int ucx_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport_rkey_t rkey,
+                   aml_tport_op_t * op)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t req;
+
+    memset(&param, 0, sizeof(param));
+    req = ucp_put_nbx(ep, src, op->len, raddr, rkey, &param);
+    if (UCS_PTR_IS_ERR(req))
+        aml_fatal(op->aml, "rendezvous put to rank %d failed: %s", op->peer,
+                  ucs_status_string(UCS_PTR_STATUS(req)));
+    if (req)
+        ucp_request_free(req);  /* the flush below tells when it is done */
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = flush_cb;
+    param.user_data = op;
+    req = ucp_ep_flush_nbx(ep, &param);
+    if (UCS_PTR_IS_ERR(req))
+        aml_fatal(op->aml, "flushing the rendezvous put to rank %d failed: %s", op->peer,
+                  ucs_status_string(UCS_PTR_STATUS(req)));
+    return req == NULL ? AML_TPORT_DONE : AML_TPORT_PENDING;
+}
+
+/* ---- progress ------------------------------------------------------------------------- */
+
+static int ucx_progress(aml_t * aml)
+{
+    return (int) ucp_worker_progress(aml->ucx->worker);
+}
+
+static int ucx_arm(aml_t * aml)
+{
+    ucs_status_t st = ucp_worker_arm(aml->ucx->worker);
+    if (st == UCS_OK)
+        return AML_OK;
+    if (st == UCS_ERR_BUSY)
+        return AML_ERR_STATE;
+    return AML_ERR_TRANSPORT;
+}
+
+static int ucx_event_fd(aml_t * aml, int *fd)
+{
+    if (aml->ucx->efd < 0)
+        return AML_ERR_STATE;
+    *fd = aml->ucx->efd;
+    return AML_OK;
+}
+
+const aml_tport_t aml_ucx_tport = {
+    .name = "UCX",
+    .caps = AML_TPORT_CAP_RNDV | AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT,
+    .init = ucx_init,
+    .address = ucx_address,
+    .connect = ucx_connect,
+    .close = ucx_close,
+    .fini = ucx_fini,
+    .send_inline = ucx_send_inline,
+    .send = ucx_send,
+    .rndv_recv = ucx_rndv_recv,
+    .rndv_release = ucx_rndv_release,
+    .mem_map = ucx_mem_map,
+    .mem_unmap = ucx_mem_unmap,
+    .rkey_pack = ucx_rkey_pack,
+    .rkey_buf_release = ucx_rkey_buf_release,
+    .rkey_unpack = ucx_rkey_unpack,
+    .rkey_destroy = ucx_rkey_destroy,
+    .get = ucx_get,
+    .put = ucx_put,
+    .progress = ucx_progress,
+    .arm = ucx_arm,
+    .event_fd = ucx_event_fd,
+};

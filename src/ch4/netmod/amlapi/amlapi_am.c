@@ -94,6 +94,99 @@ static void whole_msg_done(aml_t * aml, void *arg)
     MPL_free(w);
 }
 
+/* What each MPIDIG handler reads of its header: the struct it casts the header to and, for
+ * the headers that carry more behind that struct, the int-typed or MPI_Aint-typed field that
+ * says how much. MPIDIG trusts these lengths; a peer's packet that is shorter than they say
+ * would be read past its end, so it is refused here as malformed. */
+typedef struct {
+    const char *name;
+    uint16_t fixed;             /* sizeof the header struct */
+    uint16_t var_at;            /* offset of the length of what follows it, if var_size */
+    uint8_t var_size;           /* 0, sizeof(int) or sizeof(MPI_Aint) */
+} mpidig_hdr_desc_t;
+
+#define HDR(id, type) [id] = { #id, sizeof(type), 0, 0 }
+#define HDR_VAR(id, type, field) \
+    [id] = { #id, sizeof(type), offsetof(type, field), sizeof(((type *) 0)->field) }
+
+static const mpidig_hdr_desc_t mpidig_hdr_desc[MPIDIG_HANDLER_STATIC_MAX] = {
+    /* the rendezvous header some transports append; our sends append none */
+    HDR_VAR(MPIDIG_SEND, MPIDIG_hdr_t, rndv_hdr_sz),
+    HDR(MPIDIG_SEND_CTS, MPIDIG_send_cts_msg_t),
+    HDR(MPIDIG_SEND_DATA, MPIDIG_send_data_msg_t),
+    HDR(MPIDIG_SSEND_ACK, MPIDIG_ssend_ack_msg_t),
+    HDR(MPIDIG_PART_SEND_INIT, MPIDIG_part_send_init_msg_t),
+    HDR(MPIDIG_PART_CTS, MPIDIG_part_cts_msg_t),
+    HDR(MPIDIG_PART_SEND_DATA, MPIDIG_part_send_data_msg_t),
+    /* the flattened target datatype follows when it fits the header (else _DT_REQ) */
+    HDR_VAR(MPIDIG_PUT_REQ, MPIDIG_put_msg_t, flattened_sz),
+    HDR(MPIDIG_PUT_ACK, MPIDIG_put_ack_msg_t),
+    HDR(MPIDIG_PUT_DT_REQ, MPIDIG_put_msg_t),
+    HDR(MPIDIG_PUT_DAT_REQ, MPIDIG_put_dat_msg_t),
+    HDR(MPIDIG_PUT_DT_ACK, MPIDIG_put_dt_ack_msg_t),
+    HDR(MPIDIG_GET_REQ, MPIDIG_get_msg_t),
+    HDR(MPIDIG_GET_ACK, MPIDIG_get_ack_msg_t),
+    HDR_VAR(MPIDIG_ACC_REQ, MPIDIG_acc_req_msg_t, flattened_sz),
+    HDR(MPIDIG_ACC_ACK, MPIDIG_acc_ack_msg_t),
+    HDR(MPIDIG_ACC_DT_REQ, MPIDIG_acc_req_msg_t),
+    HDR(MPIDIG_ACC_DAT_REQ, MPIDIG_acc_dat_msg_t),
+    HDR(MPIDIG_ACC_DT_ACK, MPIDIG_acc_dt_ack_msg_t),
+    HDR_VAR(MPIDIG_GET_ACC_REQ, MPIDIG_get_acc_req_msg_t, flattened_sz),
+    HDR(MPIDIG_GET_ACC_ACK, MPIDIG_get_acc_ack_msg_t),
+    HDR(MPIDIG_GET_ACC_DT_REQ, MPIDIG_get_acc_req_msg_t),
+    HDR(MPIDIG_GET_ACC_DAT_REQ, MPIDIG_get_acc_dat_msg_t),
+    HDR(MPIDIG_GET_ACC_DT_ACK, MPIDIG_get_acc_dt_ack_msg_t),
+    HDR(MPIDIG_CSWAP_REQ, MPIDIG_cswap_req_msg_t),
+    HDR(MPIDIG_CSWAP_ACK, MPIDIG_cswap_ack_msg_t),
+    HDR(MPIDIG_WIN_COMPLETE, MPIDIG_win_cntrl_msg_t),
+    HDR(MPIDIG_WIN_POST, MPIDIG_win_cntrl_msg_t),
+    HDR(MPIDIG_WIN_LOCK, MPIDIG_win_cntrl_msg_t),
+    HDR(MPIDIG_WIN_LOCK_ACK, MPIDIG_win_cntrl_msg_t),
+    HDR(MPIDIG_WIN_UNLOCK, MPIDIG_win_cntrl_msg_t),
+    HDR(MPIDIG_WIN_UNLOCK_ACK, MPIDIG_win_cntrl_msg_t),
+    HDR(MPIDIG_WIN_LOCKALL, MPIDIG_win_cntrl_msg_t),
+    HDR(MPIDIG_WIN_LOCKALL_ACK, MPIDIG_win_cntrl_msg_t),
+    HDR(MPIDIG_WIN_UNLOCKALL, MPIDIG_win_cntrl_msg_t),
+    HDR(MPIDIG_WIN_UNLOCKALL_ACK, MPIDIG_win_cntrl_msg_t),
+    /* its header struct is private to mpidig_comm_abort.c: one int, the exit code */
+    [MPIDIG_COMM_ABORT] = {"MPIDIG_COMM_ABORT", sizeof(int), 0, 0},
+};
+
+#undef HDR
+#undef HDR_VAR
+
+/* Ends the job when the MPIDIG header hdr of len bytes from rank src is shorter than its
+ * handler reads. Handlers registered at run time (ids past the static ones) declare no
+ * header size: only the handler id is checked for them. */
+static void mpidig_hdr_check(int src, int id, const char *hdr, size_t len)
+{
+    const mpidig_hdr_desc_t *d;
+    size_t need;
+    if (id >= MPIDIG_HANDLER_STATIC_MAX || !mpidig_hdr_desc[id].name)
+        return;
+    d = &mpidig_hdr_desc[id];
+    need = d->fixed;
+    if (len >= need && d->var_size) {
+        int64_t extra;
+        if (d->var_size == sizeof(int)) {
+            int v;
+            memcpy(&v, hdr + d->var_at, sizeof(v));
+            extra = v;
+        } else {
+            MPI_Aint v;
+            memcpy(&v, hdr + d->var_at, sizeof(v));
+            extra = v;
+        }
+        if (extra < 0 || extra > (int64_t) AML_UHDR_LIMIT)
+            MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: %s header says %lld "
+                               "bytes follow it", src, d->name, (long long) extra);
+        need += (size_t) extra;
+    }
+    if (len < need)
+        MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: %zu-byte %s header, its "
+                           "handler reads %zu", src, len, d->name, need);
+}
+
 static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
 {
     const MPIDI_AMLAPI_am_hdr_t *h = info->uhdr;
@@ -108,6 +201,7 @@ static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, a
                            info->src, info->uhdr_len,
                            info->uhdr_len >= sizeof(*h) ? h->handler_id : -1);
     am_hdr = (void *) (h + 1);
+    mpidig_hdr_check(info->src, h->handler_id, am_hdr, info->uhdr_len - sizeof(*h));
     MPIDIG_AM_ATTR_SET_VCIS(attr, h->src_vci, h->dst_vci);
 
     if (info->data || info->msg_len == 0) {
@@ -140,11 +234,14 @@ static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, a
         return 0;
     }
 
-    MPIDIG_global.target_msg_cbs[h->handler_id] (am_hdr, NULL, info->msg_len,
-                                                 attr | MPIDIG_AM_ATTR__IS_ASYNC, &rreq);
+    int rc = MPIDIG_global.target_msg_cbs[h->handler_id] (am_hdr, NULL, info->msg_len,
+                                                          attr | MPIDIG_AM_ATTR__IS_ASYNC,
+                                                          &rreq);
+    /* MPIDIG's handlers fail only when they cannot allocate a request; the data would have
+     * nowhere to go and MPIDIG's protocol would hang */
     if (!rreq)
-        MPIDI_AMLAPI_fatal("MPIDIG handler %d took no request for %zu data bytes from rank %d",
-                           h->handler_id, info->msg_len, info->src);
+        MPIDI_AMLAPI_fatal("MPIDIG handler %d took no request for %zu data bytes from rank %d "
+                           "(error code %d)", h->handler_id, info->msg_len, info->src, rc);
     MPIDIG_recv_setup(rreq);
     MPIDIG_rreq_async_t *async = &MPIDIG_REQUEST(rreq, req->recv_async);
     if (async->recv_type == MPIDIG_RECV_CONTIG && !rreq->status.MPI_ERROR &&

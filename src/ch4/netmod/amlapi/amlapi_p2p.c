@@ -6,12 +6,18 @@
  * rendezvous). Matching happens in the header handler, which runs on the first packet in the
  * dispatcher's context, in per-sender order:
  *   - matched: the handler returns the user's buffer (contiguous) so the data lands once, or a
- *     staging buffer unpacked once with typerep (non-contiguous, truncated);
+ *     staging buffer unpacked once with typerep (non-contiguous); of a truncated message only
+ *     what fits is kept, as it arrives;
  *   - unmatched one-packet/eager: the data goes to an early-arrival buffer (an "ue" entry);
  *   - unmatched rendezvous: the handler defers; only the envelope is kept, and the receive that
  *     matches it later calls aml_accept, which pulls straight into the user's buffer.
  * Posted receives and early arrivals are FIFO lists searched in order, which with aml's
  * per-sender ordering gives MPI's non-overtaking rule, including for MPI_ANY_SOURCE.
+ *
+ * A receive that does not fit its message is the user's error, not the job's: the message is
+ * consumed as any other (a truncated one keeps what fits), the sender completes, and the
+ * receive completes with MPI_ERR_TRUNCATE or, for data whose basic types do not fit the
+ * receive type, MPI_ERR_TYPE in its status, for the communicator's error handler to decide.
  *
  * Synchronous sends carry MPIDI_AMLAPI_P2P_SYNC; the receiver sends a SYNC_ACK control message
  * when it matches them. A send that has not matched can be cancelled: CANCEL_REQ asks the
@@ -67,7 +73,7 @@ typedef struct MPIDI_AMLAPI_ue {
     MPI_Aint held;              /* data bytes held at this receiver (0 for rendezvous) */
     int protocol;               /* aml_proto_t it came by */
     void *buf;                  /* one-packet/eager data; NULL when deferred */
-    aml_msg_t *deferred;        /* rendezvous or adaptive eager, landing deferred in aml */
+    aml_handle_t deferred;      /* rendezvous or adaptive eager, landing deferred in aml */
     int complete;               /* all eager data arrived */
     int queued;                 /* in the unexpected queue */
     MPIR_Request *rreq;         /* receive that matched it while its data still arrives */
@@ -213,7 +219,9 @@ static MPI_Aint recv_capacity(MPIR_Request * rreq)
     return sz * REQ(rreq).count;
 }
 
-/* The envelope is known: fill the status. */
+/* The envelope is known: fill the status. A message longer than the buffer is the user's
+ * error, returned in the request (MPI_ERR_TRUNCATE) once the message has been consumed; the
+ * count is what fits. */
 static void recv_set_status(MPIR_Request * rreq, const MPIDI_AMLAPI_p2p_hdr_t * h, MPI_Aint len)
 {
     MPI_Aint cap = recv_capacity(rreq);
@@ -223,7 +231,8 @@ static void recv_set_status(MPIR_Request * rreq, const MPIDI_AMLAPI_p2p_hdr_t * 
         rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE,
                                                       __func__, __LINE__, MPI_ERR_TRUNCATE,
                                                       "**truncate", "**truncate %d %d %d %d",
-                                                      h->src, h->tag, (int) cap, (int) len);
+                                                      h->src, MPIR_TAG_MASK_ERROR_BITS(h->tag),
+                                                      (int) len, (int) cap);
         MPIR_STATUS_SET_COUNT(rreq->status, cap);
     } else {
         rreq->status.MPI_ERROR = MPI_SUCCESS;
@@ -240,33 +249,43 @@ static void recv_complete(MPIR_Request * rreq)
 }
 
 /* Copies len bytes of message data (contiguous, from offset 0) into the user's buffer,
- * dropping what does not fit: the status is set, and its count says what fits. */
+ * dropping what does not fit (the status is set, and its count says what fits). Data whose
+ * basic types do not fit the receive type (3 chars into ints) is the user's error: the
+ * request carries MPI_ERR_TYPE, as in MPICH's generic layer, and completes normally. */
 static void recv_copy_out(MPIR_Request * rreq, const void *data, MPI_Aint len)
 {
     MPI_Aint cnt = MPIR_STATUS_GET_COUNT(rreq->status), n = len < cnt ? len : cnt, actual;
-    int contig;
+    int contig, rc;
     MPI_Aint true_lb;
     if (n == 0)
         return;
     MPIDI_Datatype_check_contig_lb(REQ(rreq).datatype, contig, true_lb);
     if (contig) {
         MPIR_Memcpy(MPIR_get_contig_ptr(REQ(rreq).buf, true_lb), data, n);
-    } else {
-        int rc = MPIR_Typerep_unpack(data, n, REQ(rreq).buf, REQ(rreq).count,
-                                     REQ(rreq).datatype, 0, &actual);
-        if (rc != MPI_SUCCESS || actual != n)
-            MPIDI_AMLAPI_fatal("unpacking %ld received bytes failed", (long) n);
+        return;
     }
+    rc = MPIR_Typerep_unpack(data, n, REQ(rreq).buf, REQ(rreq).count, REQ(rreq).datatype, 0,
+                             &actual);
+    if (rc == MPI_SUCCESS && actual == n)
+        return;
+    if (rreq->status.MPI_ERROR == MPI_SUCCESS)  /* a truncation stays the error reported */
+        rreq->status.MPI_ERROR = rc != MPI_SUCCESS ? rc :
+            MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                 MPI_ERR_TYPE, "**dtypemismatch", 0);
+    MPIR_STATUS_SET_COUNT(rreq->status, rc == MPI_SUCCESS ? actual : 0);
 }
 
-/* completion handler of a message landed in a staging buffer */
+/* completion handler of a message landed in a staging buffer (non-contiguous receive) or,
+ * truncated, cut to what fits (truncated_piece) */
 static void staged_done(aml_t * aml, void *arg)
 {
     MPIR_Request *rreq = arg;
     (void) aml;
-    recv_copy_out(rreq, REQ(rreq).pack_buf, MPIR_STATUS_GET_COUNT(rreq->status));
-    MPL_free(REQ(rreq).pack_buf);
-    REQ(rreq).pack_buf = NULL;
+    if (REQ(rreq).pack_buf) {
+        recv_copy_out(rreq, REQ(rreq).pack_buf, MPIR_STATUS_GET_COUNT(rreq->status));
+        MPL_free(REQ(rreq).pack_buf);
+        REQ(rreq).pack_buf = NULL;
+    }
     recv_complete(rreq);
 }
 
@@ -277,26 +296,55 @@ static void direct_done(aml_t * aml, void *arg)
     recv_complete((MPIR_Request *) arg);
 }
 
-/* The landing for a matched message: the user's buffer when contiguous and large enough,
- * else a staging buffer unpacked once at completion (typerep cannot unpack a basic element
- * split across packets). */
+/* aml unpack function of a truncated message: keeps the bytes that fit (the status count),
+ * in the staging buffer when there is one, else in the user's contiguous buffer, and drops
+ * the rest as it arrives, so a truncated message costs no buffer of its own size here. */
+static void truncated_piece(void *arg, size_t offset, const void *data, size_t len)
+{
+    MPIR_Request *rreq = arg;
+    size_t keep = (size_t) MPIR_STATUS_GET_COUNT(rreq->status);
+    char *dst = REQ(rreq).pack_buf;
+    if (offset >= keep)
+        return;
+    if (len > keep - offset)
+        len = keep - offset;
+    if (!dst) {
+        int contig;
+        MPI_Aint true_lb;
+        MPIDI_Datatype_check_contig_lb(REQ(rreq).datatype, contig, true_lb);
+        MPIR_Assert(contig);
+        dst = MPIR_get_contig_ptr(REQ(rreq).buf, true_lb);
+    }
+    memcpy(dst + offset, data, len);
+}
+
+/* The landing for a matched message (status already set): the user's buffer when contiguous
+ * and large enough; else a staging buffer unpacked once at completion (typerep cannot unpack
+ * a basic element split across packets); a truncated message keeps only what fits. */
 static void recv_landing(MPIR_Request * rreq, MPI_Aint len, aml_recv_t * recv)
 {
     int contig;
-    MPI_Aint true_lb;
+    MPI_Aint true_lb, keep = MPIR_STATUS_GET_COUNT(rreq->status);
     MPIDI_Datatype_check_contig_lb(REQ(rreq).datatype, contig, true_lb);
     memset(recv, 0, sizeof(*recv));
-    if (contig && len <= recv_capacity(rreq)) {
+    recv->compl_arg = rreq;
+    if (contig && keep == len) {
         recv->buf = MPIR_get_contig_ptr(REQ(rreq).buf, true_lb);
         recv->compl_fn = direct_done;
-    } else {
-        REQ(rreq).pack_buf = MPL_malloc(len, MPL_MEM_BUFFER);
-        if (!REQ(rreq).pack_buf)
-            MPIDI_AMLAPI_fatal("out of memory staging a %ld-byte message", (long) len);
-        recv->buf = REQ(rreq).pack_buf;
-        recv->compl_fn = staged_done;
+        return;
     }
-    recv->compl_arg = rreq;
+    if (!contig && keep > 0) {
+        REQ(rreq).pack_buf = MPL_malloc(keep, MPL_MEM_BUFFER);
+        if (!REQ(rreq).pack_buf)
+            MPIDI_AMLAPI_fatal("out of memory staging a %ld-byte message", (long) keep);
+    }
+    if (keep == len) {
+        recv->buf = REQ(rreq).pack_buf;
+    } else {
+        recv->unpack = truncated_piece;
+        recv->unpack_arg = rreq;
+    }
+    recv->compl_fn = staged_done;
 }
 
 /* ---- the header handler: matching on arrival ------------------------------------------ */
@@ -361,7 +409,7 @@ static int p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_
     ue->held = info->protocol == AML_PROTO_RNDV ? 0 : info->msg_len;
     ue->protocol = info->protocol;
     ue->buf = info->msg ? NULL : (void *) (ue + 1);
-    ue->deferred = NULL;
+    ue->deferred = AML_HANDLE_NONE;
     ue->rreq = NULL;
     ue->complete = 0;
     if (info->msg) {
@@ -602,8 +650,10 @@ static void recv_from_ue(MPIR_Request * rreq, MPIDI_AMLAPI_ue_t * ue)
         if (ue->protocol == AML_PROTO_RNDV)
             pv_rndv_recvd++;
         rc = aml_accept(MPIDI_AMLAPI_global.aml, ue->deferred, &r);
+        /* only a handle aml never gave (or took back) fails: our bug, not the user's */
         if (rc != AML_OK)
-            MPIDI_AMLAPI_fatal("aml_accept failed: %s", aml_strerror(rc));
+            MPIDI_AMLAPI_fatal("aml_accept of a deferred message from rank %d failed: %s",
+                               ue->world_src, aml_strerror(rc));
         MPL_free(ue);
     } else if (ue->complete) {
         recv_copy_out(rreq, ue->buf, ue->len);
@@ -649,6 +699,12 @@ int MPIDI_AMLAPI_irecv(void *buf, MPI_Aint count, MPI_Datatype datatype, int ran
     }
     *request = rreq;
     if (unlikely(rank == MPI_PROC_NULL)) {
+        /* complete at once; the fields cancel_recv and completion read say so (a cancel of
+         * it has no effect: it is not posted) */
+        REQ(rreq).flags = 0;
+        REQ(rreq).pack_buf = NULL;
+        REQ(rreq).msg_id = 0;
+        REQ(rreq).ue = NULL;
         rreq->status.MPI_SOURCE = MPI_PROC_NULL;
         rreq->status.MPI_TAG = MPI_ANY_TAG;
         rreq->status.MPI_ERROR = MPI_SUCCESS;
@@ -682,14 +738,19 @@ int MPIDI_AMLAPI_irecv(void *buf, MPI_Aint count, MPI_Datatype datatype, int ran
 
 int MPIDI_AMLAPI_imrecv(void *buf, MPI_Aint count, MPI_Datatype datatype, MPIR_Request * message)
 {
+    int mpi_errno = MPI_SUCCESS;
     MPIDI_AMLAPI_ue_t *ue = REQ(message).ue;
-    if (!ue)
-        MPIDI_AMLAPI_fatal("MPI_Imrecv of a message amlapi did not probe");
+    /* MPICH hands us only message requests our improbe made, each once */
+    MPIR_ERR_CHKANDJUMP1(!ue, mpi_errno, MPI_ERR_INTERN, "**intern", "**intern %s",
+                         "amlapi: MPI_Imrecv of a message that holds no probed message");
     /* the message request becomes the receive request; its status was set by improbe */
     recv_init(message, buf, count, datatype, ue->hdr.src, ue->hdr.tag, ue->hdr.context_id);
     recv_set_status(message, &ue->hdr, ue->len);
     recv_from_ue(message, ue);
-    return MPI_SUCCESS;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
 }
 
 int MPIDI_AMLAPI_cancel_recv(MPIR_Request * rreq)

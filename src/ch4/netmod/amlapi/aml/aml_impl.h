@@ -369,8 +369,12 @@ static inline int aml_poll(aml_t * aml)
         return 0;
     if (AML_UNLIKELY(aml->nheld))
         aml_release_held(aml);
-    if (AML_LIKELY(aml->ntports == 1))
-        return aml->tports[0]->progress(aml);   /* a jump: the polling loop stays short */
+    if (AML_LIKELY(aml->ntports == 1)) {
+        /* UCX's by a direct jump, else the transport's (the polling loop stays short) */
+        if (AML_LIKELY(aml->tports[0] == &aml_ucx_tport))
+            return aml_ucx_progress(aml);
+        return aml->tports[0]->progress(aml);
+    }
     return aml_poll_all(aml);
 }
 

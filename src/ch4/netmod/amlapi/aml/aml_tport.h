@@ -141,5 +141,7 @@ typedef struct aml_tport {
 
 /* The transports */
 extern const aml_tport_t aml_ucx_tport;
+/* aml_ucx_tport.progress, which aml_poll calls directly (a polling loop's every pass) */
+int aml_ucx_progress(aml_t * aml);
 
 #endif /* AML_TPORT_H_INCLUDED */

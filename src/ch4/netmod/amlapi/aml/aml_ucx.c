@@ -364,7 +364,7 @@ static int ucx_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport
 
 /* ---- progress ------------------------------------------------------------------------- */
 
-static int ucx_progress(aml_t * aml)
+int aml_ucx_progress(aml_t * aml)
 {
     return (int) ucp_worker_progress(aml->ucx->worker);
 }
@@ -407,7 +407,7 @@ const aml_tport_t aml_ucx_tport = {
     .rkey_destroy = ucx_rkey_destroy,
     .get = ucx_get,
     .put = ucx_put,
-    .progress = ucx_progress,
+    .progress = aml_ucx_progress,
     .arm = ucx_arm,
     .event_fd = ucx_event_fd,
 };

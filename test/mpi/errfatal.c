@@ -1,0 +1,273 @@
+/*
+ * Under the default error handler (MPI_ERRORS_ARE_FATAL) the user errors that errret.c sees
+ * returned end the job instead, with MPICH's usual message naming the call and the error, not
+ * an amlapi internal abort (issue 19). A peer's error stays fatal: an MPIDIG header shorter
+ * than its handler reads (sent by aml directly, as a broken peer would) ends the job with
+ * amlapi's message naming the peer and the handler.
+ *
+ * The testlist starts this program as one process that does not initialize MPI: it runs
+ * `mpiexec -n 2 <itself> CASE` for each case (with the launcher's variables of its own
+ * process removed, so the inner job is a job of its own), and checks that the job failed and
+ * what it printed. Prints "errfatal: N errors"; exits non-zero on any.
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include "../../src/ch4/netmod/amlapi/aml/aml.h"
+
+extern char **environ;
+
+/* ---- a misbehaving peer ----------------------------------------------------------------- */
+
+/* The address of a symbol of the MPI library that it does not export (aml and the glue's
+ * globals are internal): from the library file's symbol table and where it is loaded. */
+static uintptr_t lib_base;
+static char lib_path[4096];
+
+static int find_libmpi(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void) size;
+    (void) arg;
+    if (strstr(info->dlpi_name, "libmpi.so")) {
+        lib_base = info->dlpi_addr;
+        snprintf(lib_path, sizeof(lib_path), "%s", info->dlpi_name);
+        return 1;
+    }
+    return 0;
+}
+
+static void *lib_symbol(const char *name)
+{
+    struct stat sb;
+    int fd;
+    const char *m;
+    void *addr = NULL;
+    if (!lib_path[0] && !dl_iterate_phdr(find_libmpi, NULL))
+        return NULL;
+    if ((fd = open(lib_path, O_RDONLY)) < 0 || fstat(fd, &sb) < 0)
+        return NULL;
+    m = mmap(NULL, sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return NULL;
+    const Elf64_Ehdr *eh = (const void *) m;
+    const Elf64_Shdr *sh = (const void *) (m + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum && !addr; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB)
+            continue;
+        const Elf64_Sym *sym = (const void *) (m + sh[i].sh_offset);
+        const char *str = m + sh[sh[i].sh_link].sh_offset;
+        for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym); k++)
+            if (sym[k].st_value && !strcmp(str + sym[k].st_name, name)) {
+                addr = (void *) (lib_base + sym[k].st_value);
+                break;
+            }
+    }
+    munmap((void *) m, sb.st_size);
+    return addr;
+}
+
+/* Rank 1 sends rank 0 an MPIDIG header shorter than its handler reads, by aml directly, as
+ * a broken or hostile peer would. MPIDIG_PUT_REQ is handler 7 of MPICH 4.0.2's MPIDIG enum;
+ * its header (MPIDIG_put_msg_t) is 72 bytes, followed by flattened_sz bytes (an int at offset
+ * 56). "short": 4 bytes of it; "flat": all 72, but saying 100 bytes follow. */
+static void send_bad_mpidig(const char *what)
+{
+    int (*xfer) (aml_t *, const aml_xfer_t *) = (int (*)(aml_t *, const aml_xfer_t *))
+        lib_symbol("aml_xfer");
+    aml_t **aml = lib_symbol("MPIDI_AMLAPI_global");     /* its first member */
+    uint64_t hdr[16];
+    aml_xfer_t x;
+    if (!xfer || !aml) {
+        fprintf(stderr, "errfatal child: aml_xfer or MPIDI_AMLAPI_global not found in %s\n",
+                lib_path);
+        return;
+    }
+    memset(hdr, 0, sizeof(hdr));
+    uint16_t id = 7;            /* MPIDI_AMLAPI_am_hdr_t: handler id, vcis, reserved */
+    int flat = 100;
+    memcpy(hdr, &id, sizeof(id));
+    memset(&x, 0, sizeof(x));
+    x.peer = 0;
+    x.handler = 0;              /* MPIDI_AMLAPI_H_MPIDIG */
+    x.uhdr = hdr;
+    if (!strcmp(what, "short")) {
+        x.uhdr_len = 8 + 4;
+    } else {
+        memcpy((char *) hdr + 8 + 56, &flat, sizeof(flat));
+        x.uhdr_len = 8 + 72;
+    }
+    if (xfer(*aml, &x) != 0)
+        fprintf(stderr, "errfatal child: aml_xfer failed\n");
+}
+
+/* ---- the inner job --------------------------------------------------------------------- */
+
+static int child(const char *what)
+{
+    int rank, buf[16];
+    const char *dir = getenv("ERRFATAL_DIR");
+    MPI_Init(NULL, NULL);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (dir) {
+        /* the abort message straight into a file: what a rank writes to the launcher just
+         * before the launcher kills the job is sometimes lost */
+        char path[4200];
+        int fd;
+        snprintf(path, sizeof(path), "%s/%s.%d", dir, what, rank);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            close(fd);
+        }
+    }
+    if (!strcmp(what, "short") || !strcmp(what, "flat")) {
+        if (rank == 1)
+            send_bad_mpidig(what);
+        /* rank 0 ends the job when the packet arrives; nobody leaves this */
+        MPI_Recv(buf, 1, MPI_INT, MPI_ANY_SOURCE, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        printf("errfatal child: %s: rank %d was not stopped\n", what, rank);
+    } else if (rank == 1) {
+        char c[64] = "abcdefghijklmnopqrstuvwxyz";
+        MPI_Send(c, !strcmp(what, "recv") ? 3 : 64, MPI_CHAR, 0, 7, MPI_COMM_WORLD);
+        /* waits for a message that never comes: the job ends by rank 0's abort */
+        MPI_Recv(c, 1, MPI_CHAR, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (rank == 0) {
+        if (!strcmp(what, "recv")) {
+            /* 3 chars into indexed ints: MPI_ERR_TYPE */
+            MPI_Datatype t;
+            int bl[2] = { 1, 1 }, dp[2] = { 0, 2 };
+            MPI_Type_indexed(2, bl, dp, MPI_INT, &t);
+            MPI_Type_commit(&t);
+            MPI_Recv(buf, 1, t, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            /* 64 bytes into 8: MPI_ERR_TRUNCATE */
+            MPI_Request r;
+            MPI_Irecv(buf, 8, MPI_CHAR, 1, 7, MPI_COMM_WORLD, &r);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+        }
+        printf("errfatal child: %s returned under MPI_ERRORS_ARE_FATAL\n", what);
+    }
+    MPI_Finalize();
+    return 0;
+}
+
+/* ---- the driver ------------------------------------------------------------------------ */
+
+static int errs;
+
+/* Runs the inner job for case `what`; its output (and what its ranks wrote to their files in
+ * ERRFATAL_DIR) must name every string of want, and the job must end by MPICH's error handler
+ * (a user error) or by amlapi (a peer's error). */
+static void run(const char *exe, const char *what, const char *const *want, int mpich_handler)
+{
+    char cmd[4200], out[65536];
+    size_t n = 0, r;
+    FILE *p;
+    int status;
+    snprintf(cmd, sizeof(cmd), "mpiexec -n 2 %s %s 2>&1", exe, what);
+    p = popen(cmd, "r");
+    if (!p) {
+        errs++;
+        fprintf(stderr, "errfatal: cannot run %s\n", cmd);
+        return;
+    }
+    while (n < sizeof(out) - 1 && (r = fread(out + n, 1, sizeof(out) - 1 - n, p)) > 0)
+        n += r;
+    out[n] = 0;
+    while (fread(cmd, 1, sizeof(cmd), p) > 0);
+    status = pclose(p);
+    for (int rank = 0; rank < 2; rank++) {
+        FILE *f;
+        snprintf(cmd, sizeof(cmd), "%s/%s.%d", getenv("ERRFATAL_DIR"), what, rank);
+        if ((f = fopen(cmd, "r"))) {
+            while (n < sizeof(out) - 1 && (r = fread(out + n, 1, sizeof(out) - 1 - n, f)) > 0)
+                n += r;
+            out[n] = 0;
+            fclose(f);
+            unlink(cmd);
+        }
+    }
+    printf("---- mpiexec -n 2 errfatal %s: exit status %d, output:\n%s----\n", what,
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+    if (status == 0) {
+        errs++;
+        fprintf(stderr, "errfatal: case %s: the job did not fail\n", what);
+    }
+    for (; *want; want++) {
+        if (!strstr(out, *want)) {
+            errs++;
+            fprintf(stderr, "errfatal: case %s: the output does not say \"%s\"\n", what, *want);
+        }
+    }
+    if (!mpich_handler == !strstr(out, "amlapi (rank")) {
+        errs++;
+        fprintf(stderr, "errfatal: case %s: %s\n", what, mpich_handler ?
+                "amlapi aborted instead of MPICH's error handler" : "amlapi did not say why");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const want_recv[] = { "MPI_Recv", "signature does not match", NULL };
+    static const char *const want_wait[] = { "MPI_Wait", "truncated", NULL };
+    static const char *const want_short[] = { "malformed MPIDIG message from rank 1",
+        "4-byte MPIDIG_PUT_REQ header, its handler reads 72", NULL
+    };
+    static const char *const want_flat[] = { "malformed MPIDIG message from rank 1",
+        "72-byte MPIDIG_PUT_REQ header, its handler reads 172", NULL
+    };
+    char exe[4096];
+    ssize_t len;
+
+    if (argc > 1)
+        return child(argv[1]);
+
+    len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (len <= 0) {
+        fprintf(stderr, "errfatal: cannot find my own executable\n");
+        return 1;
+    }
+    exe[len] = 0;
+    /* the outer launcher's variables would make the inner ranks join the outer job */
+    for (int again = 1; again;) {
+        again = 0;
+        for (char **e = environ; *e; e++) {
+            if (!strncmp(*e, "PMI_", 4) || !strncmp(*e, "PMIX_", 5) ||
+                !strncmp(*e, "HYDRA_", 6) || !strncmp(*e, "HYDI_", 5) ||
+                !strncmp(*e, "MPI_LOCALRANKID=", 16) || !strncmp(*e, "MPI_LOCALNRANKS=", 16)) {
+                char name[256];
+                size_t k = strcspn(*e, "=");
+                if (k >= sizeof(name))
+                    continue;
+                memcpy(name, *e, k);
+                name[k] = 0;
+                unsetenv(name);
+                again = 1;
+                break;
+            }
+        }
+    }
+    char dir[] = "/tmp/errfatal.XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "errfatal: cannot make a directory in /tmp\n");
+        return 1;
+    }
+    setenv("ERRFATAL_DIR", dir, 1);
+    run(exe, "recv", want_recv, 1);
+    run(exe, "wait", want_wait, 1);
+    run(exe, "short", want_short, 0);
+    run(exe, "flat", want_flat, 0);
+    rmdir(dir);
+    printf("errfatal: %d errors\n", errs);
+    return errs != 0;
+}

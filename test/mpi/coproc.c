@@ -33,20 +33,7 @@ static double now_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-static unsigned long long pvar(MPI_T_pvar_session s, const char *name)
-{
-    int idx, count;
-    unsigned long long v = 0;
-    MPI_T_pvar_handle h;
-    if (MPI_T_pvar_get_index(name, MPI_T_PVAR_CLASS_COUNTER, &idx) != MPI_SUCCESS) {
-        ERR("performance variable %s not found", name);
-        return 0;
-    }
-    MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count);
-    MPI_T_pvar_read(s, h, &v);
-    MPI_T_pvar_handle_free(s, &h);
-    return v;
-}
+#include "mpit.h"
 
 int main(int argc, char **argv)
 {
@@ -56,7 +43,6 @@ int main(int argc, char **argv)
     int multiple = getenv("COPROC_MULTIPLE") != NULL, provided, total;
     double max_ms = coproc ? atof(getenv("COPROC_MAX_MS") ? getenv("COPROC_MAX_MS") : "20000")
         : 500;
-    MPI_T_pvar_session session;
     volatile char *buf = calloc(1, n);
 
     if (multiple)
@@ -64,8 +50,7 @@ int main(int argc, char **argv)
     else
         MPI_Init(&argc, &argv);
     MPI_Query_thread(&provided);
-    MPI_T_init_thread(MPI_THREAD_SINGLE, &total);
-    MPI_T_pvar_session_create(&session);
+    mpit_init();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (coproc && provided != MPI_THREAD_MULTIPLE)
         ERR("coprocessor mode provides thread level %d, want MPI_THREAD_MULTIPLE", provided);
@@ -83,8 +68,8 @@ int main(int argc, char **argv)
         double t0, t;
         int arrived = 0;
         MPI_Irecv((void *) buf, (int) n, MPI_CHAR, 0, 3, MPI_COMM_WORLD, &req);
-        ev0 = pvar(session, "amlapi_coproc_events");
-        sl0 = pvar(session, "amlapi_coproc_sleeps");
+        ev0 = pvar_read("amlapi_coproc_events");
+        sl0 = pvar_read("amlapi_coproc_sleeps");
         MPI_Isend(NULL, 0, MPI_CHAR, 0, 4, MPI_COMM_WORLD, &ready);
         /* the computation: no MPI call until the data is there or time is up */
         t0 = now_ms();
@@ -92,8 +77,8 @@ int main(int argc, char **argv)
             arrived = buf[0] == 0x5a && buf[n / 2] == 0x5a && buf[n - 1] == 0x5a;
             t = now_ms();
         } while (!arrived && t - t0 < max_ms);
-        ev1 = pvar(session, "amlapi_coproc_events");
-        sl1 = pvar(session, "amlapi_coproc_sleeps");
+        ev1 = pvar_read("amlapi_coproc_events");
+        sl1 = pvar_read("amlapi_coproc_sleeps");
         if (coproc) {
             if (!arrived)
                 ERR("the data did not arrive during %.0f ms of computation", max_ms);
@@ -122,8 +107,7 @@ int main(int argc, char **argv)
                 break;
             }
     }
-    MPI_T_pvar_session_free(&session);
-    MPI_T_finalize();
+    mpit_finalize();
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
         printf("coproc: %d errors\n", total);

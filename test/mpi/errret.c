@@ -38,49 +38,8 @@ static int bad_data(const char *b, size_t n, int seed)
     return 0;
 }
 
-/* ---- MPI_T --------------------------------------------------------------------------- */
-
-static MPI_T_pvar_session session;
-
-static void cvar_read(const char *name, void *buf)
-{
-    int idx, count;
-    MPI_T_cvar_handle h;
-    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) {
-        ERR("control variable %s not found", name);
-        exit(1);
-    }
-    MPI_T_cvar_handle_alloc(idx, NULL, &h, &count);
-    MPI_T_cvar_read(h, buf);
-    MPI_T_cvar_handle_free(&h);
-}
-
-static unsigned long long pvar_read(const char *name)
-{
-    int idx, count;
-    unsigned long long v = 0;
-    MPI_T_pvar_handle h;
-    if (MPI_T_pvar_get_index(name, MPI_T_PVAR_CLASS_COUNTER, &idx) != MPI_SUCCESS) {
-        ERR("performance variable %s not found", name);
-        return 0;
-    }
-    MPI_T_pvar_handle_alloc(session, idx, NULL, &h, &count);
-    MPI_T_pvar_read(session, h, &v);
-    MPI_T_pvar_handle_free(session, &h);
-    return v;
-}
-
-enum { P_ONEPACKET, P_EAGER, P_ADAPTIVE, P_RNDV, NPROTO };
-static const char *proto_name[NPROTO] = { "onepacket", "eager", "adaptive", "rndv" };
-
-static void proto_counts(unsigned long long *c)
-{
-    char name[64];
-    for (int p = 0; p < NPROTO; p++) {
-        snprintf(name, sizeof(name), "amlapi_msgs_%s", proto_name[p]);
-        c[p] = pvar_read(name);
-    }
-}
+/* MPI_T: the limits and the per-protocol counters (mpit.h) */
+#include "mpit.h"
 
 /* ---- the cases ----------------------------------------------------------------------- */
 
@@ -131,8 +90,8 @@ static void expect_class(int rc, int want, const char *what)
 static void check_proto(const unsigned long long *before, long len, long onepkt_max,
                         long eager_limit, const char *what)
 {
-    unsigned long long after[NPROTO];
-    int want[NPROTO] = { 0 }, ok = 0;
+    unsigned long long after[P_COUNT];
+    int want[P_COUNT] = { 0 }, ok = 0;
     proto_counts(after);
     if (!strcmp(forced, "eager"))
         want[P_EAGER] = 1;
@@ -146,7 +105,7 @@ static void check_proto(const unsigned long long *before, long len, long onepkt_
         want[P_RNDV] = 1;
     else
         want[P_EAGER] = want[P_ADAPTIVE] = want[P_RNDV] = 1;
-    for (int p = 0; p < NPROTO; p++)
+    for (int p = 0; p < P_COUNT; p++)
         if (after[p] != before[p])
             ok += want[p] ? 1 : -100;
     if (ok != 1)
@@ -167,7 +126,7 @@ static void one_case(int tag, long len, int err, int path, int sync, long onepkt
 
     if (rank == 1) {
         MPI_Request r;
-        unsigned long long before[NPROTO];
+        unsigned long long before[P_COUNT];
         int rc;
         fill(sbuf, len, tag);
         if (path == W_POSTED || path == W_PERSIST_POSTED || path == W_WAITALL)
@@ -396,23 +355,24 @@ static void proc_null(void)
 
 int main(int argc, char **argv)
 {
-    int size, provided, packet, eager, credits, cases = 0;
+    int size, packet, eager, credits, cases = 0;
     long sizes[4];
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
-    MPI_T_pvar_session_create(&session);
+    mpit_init();
     if (size < 2) {
         fprintf(stderr, "errret needs 2 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
-    cvar_read("MPIR_CVAR_AMLAPI_PACKET_SIZE", &packet);
-    cvar_read("MPIR_CVAR_AMLAPI_EAGER_LIMIT", &eager);
-    cvar_read("MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS", &credits);
+    packet = cvar_int("MPIR_CVAR_AMLAPI_PACKET_SIZE");
+    eager = cvar_int("MPIR_CVAR_AMLAPI_EAGER_LIMIT");
+    credits = cvar_int("MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS");
+    if (packet < 0 || eager < 0 || credits < 0)
+        exit(1);
     /* MPICH 4.0.2's MPI_T reads a string CVAR's default, not the value set in the
      * environment: the forced protocol is read from where the testlist sets it */
     snprintf(forced, sizeof(forced), "%s", getenv("MPIR_CVAR_AMLAPI_PROTOCOL") ?
@@ -451,7 +411,7 @@ int main(int argc, char **argv)
         char *b = calloc(1, sizes[2]);
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == 1) {
-            unsigned long long before[NPROTO], after[NPROTO];
+            unsigned long long before[P_COUNT], after[P_COUNT];
             MPI_Recv(NULL, 0, MPI_BYTE, 0, TAG_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             proto_counts(before);
             MPI_Send(b, (int) sizes[2], MPI_CHAR, 0, 1, MPI_COMM_WORLD);
@@ -469,8 +429,7 @@ int main(int argc, char **argv)
         free(b);
     }
 
-    MPI_T_pvar_session_free(&session);
-    MPI_T_finalize();
+    mpit_finalize();
     int total;
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)

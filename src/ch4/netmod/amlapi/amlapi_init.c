@@ -349,8 +349,14 @@ int MPIDI_AMLAPI_init_world(void)
             var = "the largest aml user header (UCX's active-message header limit: UCX_* settings)";
         else
             var = "the aml wire version (a different amlapi build)";
-        snprintf(vals, sizeof(vals), "%lld on rank %d, %lld on rank %d", (long long) mine,
-                 MPIR_Process.rank, (long long) theirs, peer);
+        /* lower rank first, so both ranks of the pair print the same line: the first to
+         * abort may kill the other before it prints */
+        if (MPIR_Process.rank < peer)
+            snprintf(vals, sizeof(vals), "%lld on rank %d, %lld on rank %d", (long long) mine,
+                     MPIR_Process.rank, (long long) theirs, peer);
+        else
+            snprintf(vals, sizeof(vals), "%lld on rank %d, %lld on rank %d", (long long) theirs,
+                     peer, (long long) mine, MPIR_Process.rank);
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_mismatch",
                              "**amlapi_mismatch %s %s", var, vals);
     }

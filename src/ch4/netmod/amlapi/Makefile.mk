@@ -13,6 +13,7 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_proc.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_request.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_p2p.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_p2p_impl.h \
                   src/mpid/ch4/netmod/amlapi/netmod_inline.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_impl.h \
@@ -23,6 +24,11 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_init.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_am.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_p2p.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_send.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_match.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_recv.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_probe.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_ctrl.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_progress.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_adaptive.c \

@@ -28,7 +28,7 @@ extern MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
 /* aml handler ids used by the glue */
 enum {
     MPIDI_AMLAPI_H_MPIDIG = 0,  /* MPICH's generic active messages (MPIDIG) */
-    MPIDI_AMLAPI_H_P2P,         /* native MPI point-to-point (amlapi_p2p.c) */
+    MPIDI_AMLAPI_H_P2P,         /* native MPI point-to-point (amlapi_match.c) */
     MPIDI_AMLAPI_H_CTRL         /* its control messages: sync ack, cancel */
 };
 
@@ -90,7 +90,9 @@ int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI
                          const void *data, MPI_Aint data_sz, int src_vci, int dst_vci,
                          MPIR_Request * sreq);
 
-/* amlapi_p2p.c: native point-to-point (the inline MPIDI_NM_mpi_* in amlapi_p2p.h call these) */
+/* native point-to-point: amlapi_p2p.c (init, finalize), amlapi_send.c, amlapi_ctrl.c
+ * (cancel_send), amlapi_recv.c, amlapi_probe.c (the inline MPIDI_NM_mpi_* in amlapi_p2p.h
+ * call these) */
 int MPIDI_AMLAPI_p2p_init(void);
 void MPIDI_AMLAPI_p2p_finalize(void);
 int MPIDI_AMLAPI_send(const void *buf, MPI_Aint count, MPI_Datatype datatype, int rank, int tag,

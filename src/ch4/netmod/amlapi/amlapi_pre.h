@@ -17,7 +17,7 @@ typedef struct {
 struct MPIR_Request;
 struct MPIDI_AMLAPI_ue;
 
-/* per-request state of native point-to-point (amlapi_p2p.c) */
+/* per-request state of native point-to-point (amlapi_p2p_impl.h) */
 typedef struct {
     struct MPIR_Request *next, *prev;   /* posted-receive queue */
     void *buf;                  /* receive: the user's buffer */

@@ -1,0 +1,179 @@
+/*
+ * Native point-to-point: matching. The posted-receive and early-arrival (unexpected) queues,
+ * and the header handler of MPIDI_AMLAPI_H_P2P, which matches a message on its first packet
+ * and says where its data lands (see amlapi_p2p_impl.h).
+ */
+
+#include "mpidimpl.h"
+#include "amlapi_p2p_impl.h"
+
+/* ---- the two queues ------------------------------------------------------------------- */
+
+static inline int envelope_match(int rank, int tag, int context_id,
+                                 const MPIDI_AMLAPI_p2p_hdr_t * h)
+{
+    return context_id == h->context_id && (rank == MPI_ANY_SOURCE || rank == h->src) &&
+        (tag == MPI_ANY_TAG || tag == MPIR_TAG_MASK_ERROR_BITS(h->tag));
+}
+
+static void ue_enqueue(MPIDI_AMLAPI_ue_t * ue)
+{
+    ue->next = NULL;
+    ue->prev = MPIDI_AMLAPI_p2p.ue_tail;
+    if (MPIDI_AMLAPI_p2p.ue_tail)
+        MPIDI_AMLAPI_p2p.ue_tail->next = ue;
+    else
+        MPIDI_AMLAPI_p2p.ue_head = ue;
+    MPIDI_AMLAPI_p2p.ue_tail = ue;
+    ue->queued = 1;
+    MPIDI_AMLAPI_pv.ue_msgs++;
+    MPIDI_AMLAPI_pv.ue_bytes += ue->held;
+    if (MPIDI_AMLAPI_pv.ue_msgs > MPIDI_AMLAPI_pv.ue_msgs_max)
+        MPIDI_AMLAPI_pv.ue_msgs_max = MPIDI_AMLAPI_pv.ue_msgs;
+    if (MPIDI_AMLAPI_pv.ue_bytes > MPIDI_AMLAPI_pv.ue_bytes_max)
+        MPIDI_AMLAPI_pv.ue_bytes_max = MPIDI_AMLAPI_pv.ue_bytes;
+}
+
+void MPIDI_AMLAPI_ue_dequeue(MPIDI_AMLAPI_ue_t * ue)
+{
+    if (ue->prev)
+        ue->prev->next = ue->next;
+    else
+        MPIDI_AMLAPI_p2p.ue_head = ue->next;
+    if (ue->next)
+        ue->next->prev = ue->prev;
+    else
+        MPIDI_AMLAPI_p2p.ue_tail = ue->prev;
+    ue->queued = 0;
+    MPIDI_AMLAPI_pv.ue_msgs--;
+    MPIDI_AMLAPI_pv.ue_bytes -= ue->held;
+}
+
+MPIDI_AMLAPI_ue_t *MPIDI_AMLAPI_ue_find(int rank, int tag, int context_id)
+{
+    for (MPIDI_AMLAPI_ue_t * ue = MPIDI_AMLAPI_p2p.ue_head; ue; ue = ue->next)
+        if (envelope_match(rank, tag, context_id, &ue->hdr))
+            return ue;
+    return NULL;
+}
+
+void MPIDI_AMLAPI_posted_append(MPIR_Request * rreq)
+{
+    REQ(rreq).next = NULL;
+    REQ(rreq).prev = MPIDI_AMLAPI_p2p.posted_tail;
+    if (MPIDI_AMLAPI_p2p.posted_tail)
+        REQ(MPIDI_AMLAPI_p2p.posted_tail).next = rreq;
+    else
+        MPIDI_AMLAPI_p2p.posted_head = rreq;
+    MPIDI_AMLAPI_p2p.posted_tail = rreq;
+    REQ(rreq).flags |= MPIDI_AMLAPI_RF_POSTED;
+    MPIDI_AMLAPI_pv.posted++;
+}
+
+void MPIDI_AMLAPI_posted_remove(MPIR_Request * rreq)
+{
+    MPIR_Request *prev = REQ(rreq).prev, *next = REQ(rreq).next;
+    if (prev)
+        REQ(prev).next = next;
+    else
+        MPIDI_AMLAPI_p2p.posted_head = next;
+    if (next)
+        REQ(next).prev = prev;
+    else
+        MPIDI_AMLAPI_p2p.posted_tail = prev;
+    REQ(rreq).flags &= ~MPIDI_AMLAPI_RF_POSTED;
+    MPIDI_AMLAPI_pv.posted--;
+}
+
+static MPIR_Request *posted_find(const MPIDI_AMLAPI_p2p_hdr_t * h)
+{
+    for (MPIR_Request * r = MPIDI_AMLAPI_p2p.posted_head; r; r = REQ(r).next)
+        if (envelope_match(REQ(r).rank, REQ(r).tag, REQ(r).context_id, h))
+            return r;
+    return NULL;
+}
+
+/* ---- the header handler: matching on arrival ------------------------------------------ */
+
+static void ue_data_done(aml_t * aml, void *arg)
+{
+    MPIDI_AMLAPI_ue_t *ue = arg;
+    (void) aml;
+    ue->complete = 1;
+    if (ue->rreq) {
+        /* matched while arriving: hand over now */
+        MPIDI_AMLAPI_recv_copy_out(ue->rreq, ue->buf, ue->len);
+        MPIDI_AMLAPI_recv_complete(ue->rreq);
+        MPL_free(ue);
+    }
+}
+
+int MPIDI_AMLAPI_p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
+                             aml_recv_t * recv)
+{
+    MPIDI_AMLAPI_p2p_hdr_t h;
+    MPIR_Request *rreq;
+    (void) ctx;
+
+    if (unlikely(info->uhdr_len != MPIDI_AMLAPI_P2P_HDR_NOID && info->uhdr_len != sizeof(h)))
+        MPIDI_AMLAPI_fatal("malformed MPI message from rank %d: %zu-byte envelope, expected %zu "
+                           "or %zu", info->src, info->uhdr_len,
+                           (size_t) MPIDI_AMLAPI_P2P_HDR_NOID, sizeof(h));
+    h.msg_id = 0;
+    memcpy(&h, info->uhdr, info->uhdr_len);
+    if (info->msg_len > (size_t) MPIR_AINT_MAX)
+        MPIDI_AMLAPI_fatal("malformed MPI message from rank %d: %zu bytes", info->src,
+                           info->msg_len);
+
+    rreq = posted_find(&h);
+    if (rreq) {
+        MPIDI_AMLAPI_posted_remove(rreq);
+        MPIDI_AMLAPI_recv_set_status(rreq, &h, info->msg_len);
+        if (h.flags & MPIDI_AMLAPI_P2P_SYNC)
+            MPIDI_AMLAPI_send_ctrl(info->src, MPIDI_AMLAPI_CTRL_SYNC_ACK, 0, h.msg_id);
+        if (info->data) {
+            /* one-packet: the data is in hand; no landing, no completion handler */
+            MPIDI_AMLAPI_recv_copy_out(rreq, info->data, info->msg_len);
+            MPIDI_AMLAPI_recv_complete(rreq);
+            return 0;
+        }
+        MPIDI_AMLAPI_recv_landing(rreq, info->msg_len, recv);
+        if (info->protocol == AML_PROTO_RNDV)
+            MPIDI_AMLAPI_pv.rndv_recvd++;
+        return 0;
+    }
+
+    /* early arrival */
+    MPIDI_AMLAPI_ue_t *ue;
+    size_t inline_len = info->msg ? 0 : info->msg_len;
+    ue = MPL_malloc(sizeof(*ue) + inline_len, MPL_MEM_BUFFER);
+    if (!ue)
+        MPIDI_AMLAPI_fatal("out of memory holding a %zu-byte early message from rank %d",
+                           info->msg_len, info->src);
+    ue->hdr = h;
+    ue->world_src = info->src;
+    ue->len = info->msg_len;
+    ue->held = info->protocol == AML_PROTO_RNDV ? 0 : info->msg_len;
+    ue->protocol = info->protocol;
+    ue->buf = info->msg ? NULL : (void *) (ue + 1);
+    ue->deferred = AML_HANDLE_NONE;
+    ue->rreq = NULL;
+    ue->complete = 0;
+    if (info->msg) {
+        /* rendezvous: only the envelope waits here; adaptive eager: aml holds the data, and
+         * the sender's credit with it, until the receive that matches takes it */
+        ue->deferred = info->msg;
+        ue->complete = 1;
+        recv->defer = 1;
+    } else if (info->data) {
+        if (info->msg_len)
+            memcpy(ue->buf, info->data, info->msg_len);
+        ue->complete = 1;
+    } else {
+        recv->buf = ue->buf;
+        recv->compl_fn = ue_data_done;
+        recv->compl_arg = ue;
+    }
+    ue_enqueue(ue);
+    return 0;
+}

@@ -27,6 +27,7 @@ void test_barrier(rank_ctx_t * c)
 }
 
 static int my_rank;
+static char vnode_job[64];      /* unique per launch: concurrent test runs never share */
 
 int (*launch_connect_fails) (aml_t * aml, int rank, int rc);
 
@@ -53,6 +54,12 @@ static int run_rank(int rank, int size, rank_body_t body, void (*cfg_hook) (aml_
     cfg.fatal = fatal_cb;
     if (cfg_hook)
         cfg_hook(&cfg);
+    /* AML_TEST_VNODE=1: every rank on one node, so all peers go through vnode */
+    if (getenv("AML_TEST_VNODE") && atoi(getenv("AML_TEST_VNODE")) && !cfg.vnode_job) {
+        cfg.vnode_job = vnode_job;
+        cfg.vnode_nlocal = size;
+        cfg.vnode_local = rank;
+    }
     if ((rc = aml_init(&cfg, &ctx.aml)) != AML_OK) {
         fprintf(stderr, "rank %d: aml_init: %s\n", rank, aml_strerror(rc));
         return 1;
@@ -99,6 +106,10 @@ int launch(int nprocs, rank_body_t body, void (*cfg_hook) (aml_config_t *), int 
     pthread_barrierattr_init(&ba);
     pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
     pthread_barrier_init(&sh->bar, &ba, nprocs);
+    {
+        static int launches;
+        snprintf(vnode_job, sizeof(vnode_job), "amltest-%d-%d", (int) getpid(), launches++);
+    }
     fflush(NULL);
     for (int i = 0; i < nprocs; i++) {
         pids[i] = fork();

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #define MAX_SIZES 64
 
@@ -243,7 +244,42 @@ struct bench {
     int kind, arg1, arg2, arg3;
 };
 
-enum { K_LAT, K_BW, K_BIBW, K_RATE, K_COLL, K_RMA };
+/* Flood (issue 13): every rank but 0 sends it ITERS (default 100000) messages of the size,
+ * while rank 0 receives nothing until all have sent (it waits in a barrier the senders enter
+ * when done), then receives them all. flood: seconds until rank 0 has them all; flood_mem:
+ * the largest growth of any rank's peak resident memory during it (MiB). */
+static double flood(size_t size, int mem)
+{
+    int n = iters_arg ? iters_arg : 100000;
+    struct rusage ru;
+    long rss0;
+    double t0, t, mib, out;
+
+    getrusage(RUSAGE_SELF, &ru);
+    rss0 = ru.ru_maxrss;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    if (rank != 0) {
+        for (int i = 0; i < n; i++)
+            MPI_Send(sbuf, (int) size, MPI_CHAR, 0, 7, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (long i = 0; i < (long) n * (nprocs - 1); i++)
+            MPI_Recv(rbuf, (int) size, MPI_CHAR, MPI_ANY_SOURCE, 7, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+    }
+    t = MPI_Wtime() - t0;
+    getrusage(RUSAGE_SELF, &ru);
+    mib = (double) (ru.ru_maxrss - rss0) / 1024.0;
+    if (mem)
+        MPI_Reduce(&mib, &out, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    else
+        out = t;        /* rank 0's: it finishes last */
+    return out;
+}
+
+enum { K_LAT, K_BW, K_BIBW, K_RATE, K_COLL, K_RMA, K_FLOOD };
 
 static const struct bench benches[] = {
     {"latency", "Latency (us)", "0,1,8,64,512,4096,16384,65536,262144,1048576,4194304", K_LAT},
@@ -254,6 +290,8 @@ static const struct bench benches[] = {
     {"allreduce", "Latency (us)", "8,1024,65536,1048576", K_COLL, 1},
     {"alltoall", "Latency (us)", "8,1024,65536", K_COLL, 2},
     {"barrier", "Latency (us)", "0", K_COLL, 3},
+    {"flood", "Time (s)", "8", K_FLOOD, 0},
+    {"flood_mem", "Memory (MiB)", "8", K_FLOOD, 1},
     {"put_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_FENCE, 0},
     {"put_lat_lock", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_LOCK, 0},
     {"get_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 1, RMA_FENCE, 0},
@@ -369,6 +407,9 @@ int main(int argc, char **argv)
                 break;
             case K_RMA:
                 v = rma(s, b->arg1, b->arg2, b->arg3, win);
+                break;
+            case K_FLOOD:
+                v = flood(s, b->arg1);
                 break;
         }
         if (rank == 0) {

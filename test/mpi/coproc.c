@@ -78,6 +78,12 @@ int main(int argc, char **argv)
             t = now_ms();
         } while (!arrived && t - t0 < max_ms);
         ev1 = pvar_read("amlapi_coproc_events");
+        /* the helper counts the events of a progress call when the call returns, which may
+         * be just after the last byte landed (a single copy fills the buffer from inside the
+         * call): give it until that call ends */
+        for (double w0 = now_ms(); coproc && !multiple && arrived && ev1 == ev0 &&
+             now_ms() - w0 < 2000;)
+            ev1 = pvar_read("amlapi_coproc_events");
         sl1 = pvar_read("amlapi_coproc_sleeps");
         if (coproc) {
             if (!arrived)

@@ -105,6 +105,8 @@ struct limits {
     int packet, eager, credits;
     long onepacket;
     char protocol[32];
+    int rndv_as_eager;          /* every peer on this node and no single copy: vnode sends
+                                 * rendezvous-size messages through its FIFOs, as eager */
 };
 
 static inline void read_limits(struct limits *l)
@@ -114,6 +116,12 @@ static inline void read_limits(struct limits *l)
     l->credits = cvar_int("MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS");
     snprintf(l->protocol, sizeof(l->protocol), "%s", cvar_env_str("AMLAPI_PROTOCOL", "auto"));
     l->onepacket = (long) l->packet - 8 - 16;
+    {
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        l->rndv_as_eager = size > 1 && pvar_read("amlapi_vnode_peers") == (unsigned) size - 1 &&
+            !pvar_read("amlapi_vnode_single_copy");
+    }
 }
 
 /* The protocol a standard-mode MPI message of n data bytes takes, for a sender holding
@@ -123,13 +131,13 @@ static inline int expected_proto(const struct limits *l, long n)
     if (!strcmp(l->protocol, "eager"))
         return P_EAGER;
     if (!strcmp(l->protocol, "rndv"))
-        return n ? P_RNDV : P_ONEPACKET;
+        return !n ? P_ONEPACKET : l->rndv_as_eager ? P_EAGER : P_RNDV;
     if (!strcmp(l->protocol, "adaptive"))
         return P_ADAPTIVE;
     if (n <= l->onepacket)
         return P_ONEPACKET;
     if (n > l->eager)
-        return P_RNDV;
+        return l->rndv_as_eager ? P_EAGER : P_RNDV;
     return l->credits ? P_ADAPTIVE : P_EAGER;
 }
 

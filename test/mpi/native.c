@@ -255,8 +255,10 @@ static void pvars(void)
     char *b = calloc(1, 1 << 20);
     unsigned long long hwm0, hwm_v, level;
 
-    /* unexpected queue: everyone floods rank 0 while it waits in a barrier; every message
-     * is an early arrival when the barrier ends (per-sender order), then it drains */
+    /* unexpected queue: everyone floods rank 0, then sends it a 0-byte "done" that rank 0
+     * receives: per-sender order puts every flood message at rank 0 before its sender's done
+     * (a barrier would not: its messages need not come from every sender, nor by the same
+     * transport), so all are early arrivals then; then they drain */
     hwm0 = pvar_read("amlapi_unexpected_msgs_max");
     level = pvar_read("amlapi_unexpected_msgs");
     MPI_Barrier(MPI_COMM_WORLD);       /* nobody floods before everyone has looked */
@@ -268,7 +270,11 @@ static void pvars(void)
     if (rank != 0)     /* nonblocking: rendezvous sends complete only when received */
         for (int i = 0; i < per; i++)
             MPI_Isend(b, 100 + i * 5000, MPI_CHAR, 0, 2, MPI_COMM_WORLD, &reqs[i]);
-    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0)
+        MPI_Send(NULL, 0, MPI_CHAR, 0, 3, MPI_COMM_WORLD);
+    else
+        for (int i = 1; i < size; i++)
+            MPI_Recv(NULL, 0, MPI_CHAR, MPI_ANY_SOURCE, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (rank == 0) {
         level = pvar_read("amlapi_unexpected_msgs");
         if (level < (unsigned long long) (per * (size - 1)) ||

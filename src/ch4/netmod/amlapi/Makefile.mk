@@ -4,7 +4,8 @@
 
 if BUILD_CH4_NETMOD_AMLAPI
 
-AM_CPPFLAGS += -I$(top_srcdir)/src/mpid/ch4/netmod/amlapi/aml
+AM_CPPFLAGS += -I$(top_srcdir)/src/mpid/ch4/netmod/amlapi/aml \
+               -I$(top_srcdir)/src/mpid/ch4/shm/vnode
 
 noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_impl.h \
@@ -18,7 +19,9 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_impl.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_tport.h \
-                  src/mpid/ch4/netmod/amlapi/aml/aml_wire.h
+                  src/mpid/ch4/netmod/amlapi/aml/aml_wire.h \
+                  src/mpid/ch4/shm/vnode/vnode.h \
+                  src/mpid/ch4/shm/vnode/vnode_impl.h
 
 mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_init.c \
@@ -45,9 +48,14 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_sync.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_tx.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_ucx.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_vnode.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_util.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_wire.c \
-                    src/mpid/ch4/netmod/amlapi/aml/aml_xfer.c
+                    src/mpid/ch4/netmod/amlapi/aml/aml_xfer.c \
+                    src/mpid/ch4/shm/vnode/vnode_seg.c \
+                    src/mpid/ch4/shm/vnode/vnode_ring.c \
+                    src/mpid/ch4/shm/vnode/vnode_bell.c \
+                    src/mpid/ch4/shm/vnode/vnode_cma.c
 
 errnames_txt_files += src/mpid/ch4/netmod/amlapi/errnames.txt
 

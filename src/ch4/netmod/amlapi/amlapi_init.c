@@ -156,6 +156,56 @@ cvars:
         empty poll. -1 decides at MPI_Init: yes when this node runs more ranks than it has
         cores (hwloc, allowed cores only); 0 never; 1 always.
 
+    - name        : MPIR_CVAR_AMLAPI_VNODE
+      category    : CH4_AMLAPI
+      type        : boolean
+      default     : true
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Ranks on the same node (MPICH's node map: MPIR_CVAR_NOLOCAL and
+        MPIR_CVAR_NUM_CLIQUES split it) talk through vnode, amlapi's shared-memory FIFOs
+        with single copy for large messages. 0: every peer through UCX.
+
+    - name        : MPIR_CVAR_AMLAPI_VNODE_RING_SIZE
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 65536
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Bytes of each vnode FIFO (one per ordered pair of ranks on a node), rounded up to a
+        power of two and at least four packets (MPIR_CVAR_AMLAPI_PACKET_SIZE). The node's
+        segment in /dev/shm holds n*(n-1) of them for n ranks: lower it when /dev/shm is
+        small (containers default to 64 MiB).
+
+    - name        : MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY
+      category    : CH4_AMLAPI
+      type        : boolean
+      default     : true
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        On-node messages above MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD move by single
+        copy (the receiver reads the sender's buffer with process_vm_readv) when the node
+        allows it (checked at init: Yama ptrace_scope, seccomp, user namespaces). 0, or a
+        node that forbids it: they go as packets through the FIFOs.
+
+    - name        : MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 0
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        On-node messages of more data bytes than this go by single copy (rendezvous),
+        smaller ones as packets through the FIFOs. 0 (default): MPIR_CVAR_AMLAPI_EAGER_LIMIT,
+        which is measured on shared memory.
+
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
@@ -180,6 +230,47 @@ static void aml_fatal_cb(void *arg, const char *msg)
 {
     (void) arg;
     MPIDI_AMLAPI_fatal("%s", msg);
+}
+
+/* vnode: the ranks that share this rank's node id (MPIR_CVAR_NOLOCAL and
+ * MPIR_CVAR_NUM_CLIQUES already shaped node_map), named by the job and that id. */
+static int read_vnode_config(aml_config_t * cfg)
+{
+    int mpi_errno = MPI_SUCCESS;
+    static char job[128];
+    char buf[64];
+    int me = MPIR_Process.rank, node = MPIR_Process.node_map[me];
+
+    if (MPIR_CVAR_AMLAPI_VNODE_RING_SIZE < 4096 || MPIR_CVAR_AMLAPI_VNODE_RING_SIZE > (1 << 30)) {
+        snprintf(buf, sizeof(buf), "%d (must be 4096..2^30)", MPIR_CVAR_AMLAPI_VNODE_RING_SIZE);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_VNODE_RING_SIZE", buf);
+    }
+    if (MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD < 0) {
+        snprintf(buf, sizeof(buf), "%d (must be >= 0)",
+                 MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD", buf);
+    }
+    if (!MPIR_CVAR_AMLAPI_VNODE)
+        goto fn_exit;
+    cfg->vnode_nlocal = 0;
+    for (int i = 0; i < MPIR_Process.size; i++) {
+        if (MPIR_Process.node_map[i] != node)
+            continue;
+        if (i < me)
+            cfg->vnode_local++;
+        cfg->vnode_nlocal++;
+    }
+    snprintf(job, sizeof(job), "%s.%d", MPIR_pmi_job_id() ? MPIR_pmi_job_id() : "job", node);
+    cfg->vnode_job = job;
+    cfg->vnode_ring_bytes = (size_t) MPIR_CVAR_AMLAPI_VNODE_RING_SIZE;
+    cfg->vnode_eager_limit = (size_t) MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD;
+    cfg->vnode_single_copy = MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
 }
 
 /* CVARs -> aml configuration; a bad value is an MPI_ERR_OTHER naming the variable. */
@@ -265,23 +356,47 @@ static int read_config(aml_config_t * cfg)
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
                              "MPIR_CVAR_AMLAPI_OVERSUBSCRIBED", buf);
     }
+    mpi_errno = read_vnode_config(cfg);
+    MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     return mpi_errno;
   fn_fail:
     goto fn_exit;
 }
 
+/* aml's setup message in the user's terms: vnode's setting is a CVAR here. */
+static const char *setup_msg(char *msg)
+{
+    static char out[640];
+    char *at;
+    if (!strncmp(msg, "vnode: ", 7))
+        msg += 7;       /* the error already says where */
+    at = strstr(msg, "ring_bytes");
+    if (!at)
+        return msg;
+    *at = '\0';
+    snprintf(out, sizeof(out), "%sMPIR_CVAR_AMLAPI_VNODE_RING_SIZE%s", msg,
+             at + strlen("ring_bytes"));
+    return out;
+}
+
 int MPIDI_AMLAPI_init_local(int *tag_bits)
 {
     int mpi_errno = MPI_SUCCESS;
     aml_config_t cfg;
+    char errbuf[512];
     int rc;
 
     /* one VCI: aml has one worker (threads share it under MPICH's global lock) */
     MPIR_Assert(MPIDI_global.n_vcis == 1);
     mpi_errno = read_config(&cfg);
     MPIR_ERR_CHECK(mpi_errno);
+    cfg.errbuf = errbuf;
+    cfg.errlen = sizeof(errbuf);
     rc = aml_init(&cfg, &MPIDI_AMLAPI_global.aml);
+    if (rc == AML_ERR_SETUP)
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_setup", "**amlapi_setup %s %s",
+                             "vnode (on-node shared memory)", setup_msg(errbuf));
     MPIDI_AMLAPI_CHK(rc, "aml_init");
     MPIDI_AMLAPI_global.rank = MPIR_Process.rank;
     mpi_errno = MPIDI_AMLAPI_progress_init(&cfg);
@@ -313,6 +428,24 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
     return mpi_errno;
   fn_fail:
     goto fn_exit;
+}
+
+/* Said once per node: the node forbids single copy, so large on-node messages are copied
+ * through the FIFOs (slower, and more memory at the receiver). */
+static void warn_no_single_copy(void)
+{
+    int64_t peers = 0, sc = 0;
+    int first = 0;
+    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_VNODE_PEERS, &peers);
+    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_VNODE_SINGLE_COPY, &sc);
+    /* the first rank of the node says it */
+    while (MPIR_Process.node_map[first] != MPIR_Process.node_map[MPIR_Process.rank])
+        first++;
+    if (peers > 0 && !sc && MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY && first == MPIR_Process.rank)
+        fprintf(stderr, "amlapi: single copy (process_vm_readv) is not allowed between the "
+                "ranks on the node of rank %d (Yama ptrace_scope, seccomp or user namespaces): "
+                "large on-node messages are copied through shared-memory FIFOs instead\n",
+                MPIR_Process.rank);
 }
 
 int MPIDI_AMLAPI_init_world(void)
@@ -360,7 +493,12 @@ int MPIDI_AMLAPI_init_world(void)
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_mismatch",
                              "**amlapi_mismatch %s %s", var, vals);
     }
+    if (rc == AML_ERR_SETUP)
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_setup", "**amlapi_setup %s %s",
+                             "vnode (on-node shared memory)",
+                             setup_msg((char *) aml_error(MPIDI_AMLAPI_global.aml)));
     MPIDI_AMLAPI_CHK(rc, "aml_connect");
+    warn_no_single_copy();
   fn_exit:
     return mpi_errno;
   fn_fail:

@@ -31,6 +31,22 @@ static int pv_proto_keys[8] = {
     (1 << 8) | AML_PROTO_RNDV
 };
 
+/* a counter aml keeps: addr holds its aml_query_t */
+static void pv_qenv_value(void *addr, void *obj, int count, void *buf)
+{
+    int64_t v = 0;
+    (void) obj;
+    (void) count;
+    if (aml_qenv(MPIDI_AMLAPI_global.aml, (aml_query_t) * (int *) addr, &v) != AML_OK)
+        v = 0;
+    *(unsigned long long *) buf = (unsigned long long) v;
+}
+
+static int pv_vnode_keys[7] = {
+    AML_Q_VNODE_PKTS, AML_Q_VNODE_RING_FULL, AML_Q_VNODE_DOORBELLS, AML_Q_VNODE_COPY_BYTES,
+    AML_Q_VNODE_FALLBACK, AML_Q_VNODE_PEERS, AML_Q_VNODE_SINGLE_COPY
+};
+
 #define PV_FLAGS (MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS)
 #define PV_REG(cls, name, addr, get, desc) \
     MPIR_T_PVAR_REGISTER_impl(cls, MPI_UNSIGNED_LONG_LONG, name, addr, 1, MPI_T_ENUM_NULL, \
@@ -89,6 +105,23 @@ int MPIDI_AMLAPI_p2p_init(void)
            "send cancels that removed the message at the receiver");
     PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_send_cancels_failed", &pv->cancel_fail, NULL,
            "send cancels that came too late (the message was matched)");
+    PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_vnode_pkts", &pv_vnode_keys[0], pv_qenv_value,
+           "packets sent to ranks on this node through vnode's shared-memory FIFOs");
+    PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_vnode_ring_full", &pv_vnode_keys[1],
+           pv_qenv_value, "vnode sends that found their FIFO full and waited their turn");
+    PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_vnode_doorbells", &pv_vnode_keys[2],
+           pv_qenv_value, "sleeping ranks on this node woken by a vnode doorbell");
+    PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_vnode_single_copy_bytes", &pv_vnode_keys[3],
+           pv_qenv_value, "bytes moved between ranks of this node by single copy "
+           "(process_vm_readv/writev)");
+    PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_vnode_fallback_msgs", &pv_vnode_keys[4],
+           pv_qenv_value, "on-node messages above the single-copy threshold sent through the "
+           "FIFOs because single copy is off or not allowed on this node");
+    PV_REG(MPI_T_PVAR_CLASS_LEVEL, "amlapi_vnode_peers", &pv_vnode_keys[5], pv_qenv_value,
+           "ranks this rank reaches through vnode (the others of its node)");
+    PV_REG(MPI_T_PVAR_CLASS_LEVEL, "amlapi_vnode_single_copy", &pv_vnode_keys[6],
+           pv_qenv_value, "1 when large on-node messages move by single copy, 0 when they go "
+           "through the FIFOs");
   fn_exit:
     return mpi_errno;
   fn_fail:

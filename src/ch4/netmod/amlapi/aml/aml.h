@@ -34,7 +34,10 @@ typedef enum {
     AML_ERR_NOT_SUPPORTED,      /* valid request this build/mode cannot do */
     AML_ERR_RANGE,              /* address range outside registered memory */
     AML_ERR_STATE,              /* called in the wrong state (e.g. before aml_connect) */
-    AML_ERR_CONFIG              /* ranks disagree on a setting (aml_connect_mismatch) */
+    AML_ERR_CONFIG,             /* ranks disagree on a setting (aml_connect_mismatch) */
+    AML_ERR_SETUP               /* setup failed for a reason given in words: cfg->errbuf from
+                                 * aml_init, aml_error() after aml_connect (e.g. /dev/shm
+                                 * too small for the on-node segment) */
 } aml_status_t;
 
 const char *aml_strerror(int status);
@@ -84,6 +87,20 @@ typedef struct aml_config {
     int progress_mode;          /* aml_progress_mode_t */
     aml_fatal_fn_t fatal;       /* NULL: print to stderr and abort() */
     void *fatal_arg;
+    /* vnode, the on-node transport (DESIGN §5): the ranks of one node reach each other
+     * through shared-memory FIFOs and single copy; others (and this rank itself) by UCX */
+    const char *vnode_job;      /* NULL: no vnode. Names this node's segment: unique per job
+                                 * and node (the embedder's job id and node id) */
+    int vnode_nlocal;           /* ranks on this node (sharing vnode_job) */
+    int vnode_local;            /* this rank's index among them, 0..vnode_nlocal-1 */
+    size_t vnode_ring_bytes;    /* bytes per ordered pair's FIFO (0: vnode's default) */
+    size_t vnode_eager_limit;   /* on-node messages above it go by single copy (0: eager_limit);
+                                 * without single copy on the node all go as packets */
+    int vnode_single_copy;      /* default 1: large on-node messages by single copy where the
+                                 * node allows it; 0: as packets */
+    uint64_t vnode_shm_free;    /* tests: pretend /dev/shm has this many bytes free (0: ask) */
+    char *errbuf;               /* if set: why aml_init failed, in words (AML_ERR_SETUP) */
+    size_t errlen;
 } aml_config_t;
 
 void aml_config_default(aml_config_t * cfg);
@@ -101,6 +118,8 @@ int aml_local_address(aml_t * aml, const void **addr, size_t * len);
 int aml_connect(aml_t * aml, const void *table, size_t stride);
 /* After AML_ERR_CONFIG: the aml_config_t field (or derived limit) that differs, the peer,
  * and both values. */
+/* After AML_ERR_SETUP from aml_connect: what failed, in words. */
+const char *aml_error(aml_t * aml);
 int aml_connect_mismatch(aml_t * aml, const char **setting, int *peer, int64_t * mine,
                          int64_t * theirs);
 /* Finalize handshake with every rank (collective): waits until every message anybody sent
@@ -129,8 +148,16 @@ typedef enum {
     AML_Q_LANES,                /* get */
     AML_Q_MSGS_SENT,            /* get: messages sent with protocol (val in: aml_proto_t) */
     AML_Q_BYTES_SENT,           /* get: data bytes sent with protocol */
-    AML_Q_STASHED               /* get: packets that arrived ahead of their sequence number
+    AML_Q_STASHED,              /* get: packets that arrived ahead of their sequence number
                                  * and were held until the gap filled */
+    AML_Q_VNODE_PEERS,          /* get: peers reached through vnode (on this node) */
+    AML_Q_VNODE_PKTS,           /* get: packets sent through vnode's FIFOs */
+    AML_Q_VNODE_RING_FULL,      /* get: vnode sends that found their FIFO full and waited */
+    AML_Q_VNODE_DOORBELLS,      /* get: sleeping on-node peers woken */
+    AML_Q_VNODE_COPY_BYTES,     /* get: bytes moved by single copy */
+    AML_Q_VNODE_SINGLE_COPY,    /* get: 1 when single copy works on this node */
+    AML_Q_VNODE_FALLBACK        /* get: on-node messages above the single-copy threshold sent
+                                 * as packets because single copy is not allowed */
 } aml_query_t;
 
 /* For AML_Q_MSGS_SENT/AML_Q_BYTES_SENT, *val holds the protocol on entry. */

@@ -5,6 +5,8 @@
 #include "aml_impl.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 /* ---- configuration and environment ---------------------------------------------------- */
 
@@ -18,6 +20,7 @@ void aml_config_default(aml_config_t * cfg)
     cfg->rndv_ucx = 1;
     cfg->lanes = 1;
     cfg->progress_mode = AML_PROGRESS_POLLING;
+    cfg->vnode_single_copy = 1;
 }
 
 int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
@@ -66,6 +69,21 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
         case AML_Q_STASHED:
             *val = aml->stashed;
             break;
+        case AML_Q_VNODE_PEERS:
+            *val = 0;
+            for (int i = 0; i < aml->size; i++)
+                *val += aml->peers[i].tport == &aml_vnode_tport;
+            break;
+        case AML_Q_VNODE_PKTS:
+        case AML_Q_VNODE_RING_FULL:
+        case AML_Q_VNODE_DOORBELLS:
+        case AML_Q_VNODE_COPY_BYTES:
+        case AML_Q_VNODE_SINGLE_COPY:
+            *val = aml_vnode_stat(aml, q);
+            break;
+        case AML_Q_VNODE_FALLBACK:
+            *val = aml->vnode_fallback;
+            break;
         case AML_Q_MSGS_SENT:
         case AML_Q_BYTES_SENT:
             if (*val < 0 || *val >= AML_PROTO_COUNT)
@@ -93,6 +111,9 @@ int aml_senv(aml_t * aml, aml_query_t q, int64_t val)
             if (val < 0)
                 return AML_ERR_INVAL;
             aml->eager_limit = (size_t) val;
+            for (int i = 0; i < aml->size; i++)
+                if (aml->peers[i].tport != &aml_vnode_tport || !aml->peers[i].caps)
+                    aml->peers[i].eager_limit = (size_t) val;
             return AML_OK;
         case AML_Q_PROTOCOL:
             if (!check_protocol((int) val) ||
@@ -111,6 +132,8 @@ static void context_free(aml_t * aml)
 {
     for (int i = 0; i < aml->ntports; i++)
         aml->tports[i]->fini(aml);
+    if (aml->ntports > 1 && aml->efd >= 0)
+        close(aml->efd);        /* our epoll set over the transports' fds */
     free(aml->addr);
     aml_htab_free(&aml->waits);
     aml_htab_free(&aml->replies);
@@ -127,14 +150,72 @@ static void context_free(aml_t * aml)
     free(aml);
 }
 
+/* Interrupt mode: one fd to sleep on. With one transport it is that transport's; with two,
+ * an epoll set of both, readable when either is. */
+static int event_fd_setup(aml_t * aml)
+{
+    int fds[AML_TPORTS_MAX];
+    for (int i = 0; i < aml->ntports; i++)
+        if (aml->tports[i]->event_fd(aml, &fds[i]) != AML_OK)
+            return AML_ERR_TRANSPORT;
+    if (aml->ntports == 1) {
+        aml->efd = fds[0];
+        return AML_OK;
+    }
+    aml->efd = epoll_create1(EPOLL_CLOEXEC);
+    if (aml->efd < 0)
+        return AML_ERR_TRANSPORT;
+    for (int i = 0; i < aml->ntports; i++) {
+        struct epoll_event ev = {.events = EPOLLIN };
+        ev.data.u32 = (uint32_t) i;
+        if (epoll_ctl(aml->efd, EPOLL_CTL_ADD, fds[i], &ev) != 0)
+            return AML_ERR_TRANSPORT;
+    }
+    return AML_OK;
+}
+
+/* The address: the settings every rank shares, the lengths of the transports' addresses,
+ * then UCX's address and vnode's (none without vnode). */
+typedef struct addr_lens {
+    uint32_t ucx, vnode;
+} addr_lens_t;
+
+static int address_build(aml_t * aml)
+{
+    const void *ua, *va = NULL;
+    size_t ul, vl = 0;
+    addr_lens_t lens;
+    aml_addr_hdr_t h = { AML_WIRE_VERSION, (uint32_t) aml->packet_size,
+        (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr
+    };
+    int rc = aml_ucx_tport.address(aml, &ua, &ul);
+    if (rc == AML_OK && aml->vnode)
+        rc = aml_vnode_tport.address(aml, &va, &vl);
+    if (rc != AML_OK)
+        return rc;
+    lens.ucx = (uint32_t) ul;
+    lens.vnode = (uint32_t) vl;
+    aml->addr_len = sizeof(h) + sizeof(lens) + ul + vl;
+    aml->addr = malloc(aml->addr_len);
+    if (!aml->addr)
+        return AML_ERR_NOMEM;
+    memcpy(aml->addr, &h, sizeof(h));
+    memcpy(aml->addr + sizeof(h), &lens, sizeof(lens));
+    memcpy(aml->addr + sizeof(h) + sizeof(lens), ua, ul);
+    if (vl)
+        memcpy(aml->addr + sizeof(h) + sizeof(lens) + ul, va, vl);
+    return AML_OK;
+}
+
 int aml_init(const aml_config_t * cfg, aml_t ** out)
 {
-    const aml_tport_t *t = &aml_ucx_tport;
-    const void *taddr;
-    size_t taddr_len, max_hdr = 0;
+    size_t max_hdr = 0;
     aml_t *aml;
     int rc = AML_ERR_TRANSPORT;
+    bool vnode;
 
+    if (cfg && cfg->errbuf && cfg->errlen)
+        cfg->errbuf[0] = '\0';
     if (!cfg || !out || cfg->size <= 0 || cfg->rank < 0 || cfg->rank >= cfg->size)
         return AML_ERR_INVAL;
     if (cfg->packet_size && (cfg->packet_size < 512 || cfg->packet_size > (1 << 20)))
@@ -147,6 +228,11 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     if (cfg->progress_mode != AML_PROGRESS_POLLING &&
         cfg->progress_mode != AML_PROGRESS_INTERRUPT)
         return AML_ERR_INVAL;
+    if (cfg->vnode_job && (cfg->vnode_nlocal < 1 || cfg->vnode_nlocal > cfg->size ||
+                           cfg->vnode_local < 0 || cfg->vnode_local >= cfg->vnode_nlocal))
+        return AML_ERR_INVAL;
+    /* alone on its node a rank needs no segment */
+    vnode = cfg->vnode_job && cfg->vnode_nlocal > 1;
 
     aml = calloc(1, sizeof(*aml));
     if (!aml)
@@ -156,6 +242,7 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->size = cfg->size;
     aml->packet_size = cfg->packet_size ? cfg->packet_size : 8248;
     aml->eager_limit = cfg->eager_limit;
+    aml->vnode_eager_limit = cfg->vnode_eager_limit ? cfg->vnode_eager_limit : cfg->eager_limit;
     aml->protocol = cfg->protocol;
     aml->adaptive_credits = cfg->adaptive_credits;
     aml->lanes = cfg->lanes;
@@ -169,15 +256,24 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
         goto fail;
     }
 
-    /* the transports (UCX alone today), each with the rx function of the dispatcher */
-    aml->tports[aml->ntports++] = t;
-    if ((rc = t->init(aml, aml_rx, &max_hdr)) != AML_OK)
-        goto fail;
+    /* the transports, each with the rx function of the dispatcher; the largest header is the
+     * smallest of theirs */
+    aml->tports[aml->ntports++] = &aml_ucx_tport;
+    if (vnode)
+        aml->tports[aml->ntports++] = &aml_vnode_tport;
+    for (int i = 0; i < aml->ntports; i++) {
+        size_t h = 0;
+        if ((rc = aml->tports[i]->init(aml, aml_rx, &h)) != AML_OK)
+            goto fail;
+        if (i == 0 || h < max_hdr)
+            max_hdr = h;
+    }
     rc = AML_ERR_TRANSPORT;
-    if (cfg->progress_mode == AML_PROGRESS_INTERRUPT && t->event_fd(aml, &aml->efd) != AML_OK)
+    if (cfg->progress_mode == AML_PROGRESS_INTERRUPT && (rc = event_fd_setup(aml)) != AML_OK)
         goto fail;
 
     /* The user header travels in the transport's header together with our packet header. */
+    rc = AML_ERR_TRANSPORT;
     aml->max_uhdr = AML_MAX_UHDR;
     if (max_hdr < sizeof(aml_pkt_t) + 64)
         goto fail;
@@ -190,23 +286,8 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->compact = cfg->size <= AML_COMPACT_MAX_RANKS;  /* 24 bits of source rank */
     aml->sdesc_size = sizeof(aml_sdesc_t) + aml->packet_size;
 
-    /* the address: shared settings, then the transport's */
-    if ((rc = t->address(aml, &taddr, &taddr_len)) != AML_OK)
+    if ((rc = address_build(aml)) != AML_OK)
         goto fail;
-    aml->addr_len = sizeof(aml_addr_hdr_t) + taddr_len;
-    aml->addr = malloc(aml->addr_len);
-    if (!aml->addr) {
-        rc = AML_ERR_NOMEM;
-        goto fail;
-    }
-    {
-        aml_addr_hdr_t h = { AML_WIRE_VERSION, (uint32_t) aml->packet_size,
-            (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr
-        };
-        memcpy(aml->addr, &h, sizeof(h));
-        memcpy(aml->addr + sizeof(h), taddr, taddr_len);
-    }
-
     if ((rc = aml_rma_init(aml)) != AML_OK || (rc = aml_sync_init(aml)) != AML_OK)
         goto fail;
     *out = aml;
@@ -215,6 +296,11 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
   fail:
     context_free(aml);
     return rc;
+}
+
+const char *aml_error(aml_t * aml)
+{
+    return aml ? aml->errmsg : "no aml context";
 }
 
 int aml_local_address(aml_t * aml, const void **addr, size_t * len)
@@ -250,6 +336,61 @@ int aml_connect_mismatch(aml_t * aml, const char **setting, int *peer, int64_t *
     return AML_OK;
 }
 
+/* A rank's UCX and vnode addresses inside its entry (stride bytes) of the table. */
+static bool address_parts(const char *entry, size_t stride, const void **ua, const void **va,
+                          size_t * vl)
+{
+    addr_lens_t lens;
+    memcpy(&lens, entry + sizeof(aml_addr_hdr_t), sizeof(lens));
+    if ((uint64_t) lens.ucx + lens.vnode > stride - sizeof(aml_addr_hdr_t) - sizeof(lens))
+        return false;
+    *ua = entry + sizeof(aml_addr_hdr_t) + sizeof(lens);
+    *va = (const char *) *ua + lens.ucx;
+    *vl = lens.vnode;
+    return true;
+}
+
+/* The transport of each peer: vnode for the other ranks of this node, UCX for the rest. */
+static int connect_peer(aml_t * aml, int i, const char *entry, size_t stride,
+                        aml_tport_ep_t * eps)
+{
+    aml_peer_t *p = &aml->peers[i];
+    const void *ua, *va;
+    size_t vl;
+    int local = -1, rc;
+
+    if (!address_parts(entry, stride, &ua, &va, &vl)) {
+        snprintf(aml->errmsg, sizeof(aml->errmsg), "the address of rank %d is malformed", i);
+        return AML_ERR_SETUP;
+    }
+    p->tport = &aml_ucx_tport;
+    if (aml->vnode && i != aml->rank && vl) {
+        int r = aml_vnode_local(aml, va, &local);
+        if (r < 0) {
+            snprintf(aml->errmsg, sizeof(aml->errmsg), "rank %d shares this rank's node "
+                     "segment but describes it differently (node size or index)", i);
+            return AML_ERR_SETUP;
+        }
+        if (r > 0)
+            p->tport = &aml_vnode_tport;
+    }
+    rc = p->tport->connect(aml, i, p->tport == &aml_vnode_tport ? va : ua, eps, aml->lanes);
+    if (rc != AML_OK)
+        return rc;
+    if (p->tport == &aml_vnode_tport) {
+        p->caps = aml_vnode_caps(aml);
+        p->eager_limit = p->caps ? aml->vnode_eager_limit : aml->eager_limit;
+    } else {
+        p->caps = p->tport->caps;
+        p->eager_limit = aml->eager_limit;
+        aml->ucx_remote |= i != aml->rank;
+    }
+    p->ep = eps[0];
+    for (int l = 1; l < aml->lanes; l++)
+        aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1] = eps[l];
+    return AML_OK;
+}
+
 int aml_connect(aml_t * aml, const void *table, size_t stride)
 {
     aml_tport_ep_t *eps;
@@ -268,9 +409,15 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
         if (mismatch(aml, "wire_version", i, me->wire_version, h.wire_version) ||
             mismatch(aml, "packet_size", i, me->packet_size, h.packet_size) ||
             mismatch(aml, "adaptive_credits", i, me->adaptive_credits, h.adaptive_credits) ||
-            mismatch(aml, "max_uhdr", i, me->max_uhdr, h.max_uhdr))
+            mismatch(aml, "max_uhdr", i, me->max_uhdr, h.max_uhdr)) {
+            /* nobody attaches now: the segment's creator removes its name */
+            aml_vnode_tport.fini(aml);
             return AML_ERR_CONFIG;
+        }
     }
+    /* every local rank is here (the exchange was the barrier): map the node's segment */
+    if (aml->vnode && (rc = aml_vnode_attach(aml, aml->errmsg, sizeof(aml->errmsg))) != AML_OK)
+        return rc;
     aml->adapt_ids = calloc((size_t) aml->size * (aml->adaptive_credits + 1), sizeof(uint64_t));
     aml->lane_eps = calloc((size_t) aml->size * aml->lanes, sizeof(aml_tport_ep_t));
     eps = malloc(aml->lanes * sizeof(aml_tport_ep_t));
@@ -278,18 +425,8 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
         free(eps);
         return AML_ERR_NOMEM;
     }
-    for (int i = 0; i < aml->size && rc == AML_OK; i++) {
-        /* every peer by UCX today; vnode will take the peers on this node */
-        aml_peer_t *p = &aml->peers[i];
-        p->tport = &aml_ucx_tport;
-        rc = p->tport->connect(aml, i, (const char *) table + (size_t) i * stride +
-                               sizeof(aml_addr_hdr_t), eps, aml->lanes);
-        if (rc != AML_OK)
-            break;
-        p->ep = eps[0];
-        for (int l = 1; l < aml->lanes; l++)
-            aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1] = eps[l];
-    }
+    for (int i = 0; i < aml->size && rc == AML_OK; i++)
+        rc = connect_peer(aml, i, (const char *) table + (size_t) i * stride, stride, eps);
     free(eps);
     if (rc != AML_OK)
         return rc;

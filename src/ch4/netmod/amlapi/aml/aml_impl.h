@@ -8,6 +8,7 @@
  *              aml_wire.c      the packet table (aml_wire.h), packet names, malformed-packet
  *                              errors
  *              aml_ucx.c       the UCX transport (aml_tport.h)
+ *              aml_vnode.c     the vnode transport: on-node FIFOs, single copy
  *              aml_tx.c        send descriptors and records, header filling, sending packets
  *                              with their sequence numbers, control packets
  *              aml_rx.c        receive records, header handlers, landing data, target
@@ -154,6 +155,8 @@ typedef struct aml_ooo {
 
 typedef struct aml_peer {
     const aml_tport_t *tport;   /* the transport that reaches this peer */
+    unsigned caps;              /* what it offers this peer (AML_TPORT_CAP_*) */
+    size_t eager_limit;         /* messages above it go by rendezvous (transport's choice) */
     aml_tport_ep_t ep;          /* its first endpoint (lane 0: every sequenced packet) */
     uint32_t tx_seq;            /* next sequence number to send */
     uint32_t rx_seq;            /* next sequence number expected */
@@ -206,6 +209,12 @@ struct aml {
     const aml_tport_t *tports[AML_TPORTS_MAX];  /* the transports in use, each set up once */
     int ntports;
     struct aml_ucx *ucx;        /* the UCX transport's state (aml_ucx.c) */
+    struct aml_vnode *vnode;    /* the vnode transport's (aml_vnode.c), or NULL */
+    size_t vnode_eager_limit;   /* eager_limit of on-node peers with single copy */
+    int64_t vnode_fallback;     /* messages above it sent as packets: no single copy */
+    bool ucx_remote;            /* UCX reaches a rank other than this one (aml_poll_all) */
+    unsigned ucx_skip;          /* polling passes since UCX was last progressed */
+    char errmsg[512];           /* aml_error */
     int efd;                    /* interrupt mode: the transport's event fd, else -1 */
     char *addr;                 /* aml_addr_hdr_t, then the transport's address */
     size_t addr_len;

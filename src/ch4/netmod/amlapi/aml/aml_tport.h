@@ -2,9 +2,9 @@
  * The transport interface: what aml's protocols need from whatever moves packets and bytes to
  * a peer. Not part of the API.
  *
- * A transport is chosen per peer (aml_peer_t.tport, set at aml_connect): UCX (aml_ucx.c) for
- * every peer today; vnode (on-node FIFOs, single copy by process_vm_readv, DESIGN §5) will
- * serve the peers on the same node. The protocols call only through this table, so a second
+ * A transport is chosen per peer (aml_peer_t.tport, set at aml_connect): vnode (aml_vnode.c:
+ * on-node FIFOs, single copy by process_vm_readv, DESIGN §5) for the other ranks of this node
+ * when the embedder configured it, UCX (aml_ucx.c) for every other peer and this rank itself. The protocols call only through this table, so a second
  * transport needs no change in them; what a transport cannot do it leaves out of `caps`, and
  * the protocol choice (aml_xfer.c) avoids it for that peer: e.g. a transport with get but no
  * rendezvous of its own gets aml's get-based rendezvous. A transport that cannot send inline
@@ -141,6 +141,14 @@ typedef struct aml_tport {
 
 /* The transports */
 extern const aml_tport_t aml_ucx_tport;
+extern const aml_tport_t aml_vnode_tport;
+/* vnode's setup beyond the table (aml_vnode.c): whether the rank at vnode address addr is on
+ * this node (1, with its index; 0 not; -1 inconsistent), mapping the segment at connect, what
+ * it offers (get/put only with single copy), its counters (aml_qenv) */
+int aml_vnode_local(aml_t * aml, const void *addr, int *local);
+int aml_vnode_attach(aml_t * aml, char *err, size_t errlen);
+unsigned aml_vnode_caps(aml_t * aml);
+int64_t aml_vnode_stat(aml_t * aml, int q);
 /* aml_ucx_tport.progress, which aml_poll calls directly (a polling loop's every pass) */
 int aml_ucx_progress(aml_t * aml);
 

@@ -26,6 +26,8 @@ const char *aml_strerror(int status)
             return "called in the wrong state";
         case AML_ERR_CONFIG:
             return "ranks disagree on a setting";
+        case AML_ERR_SETUP:
+            return "setup failed";
         default:
             return "unknown aml status";
     }

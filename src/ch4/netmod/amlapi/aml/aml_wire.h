@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Version of the wire format (packet types and headers); ranks must agree (aml_connect). */
 #define AML_WIRE_VERSION 2
@@ -129,6 +130,27 @@ typedef struct aml_mpkt {
 static inline uint32_t aml_seq_extend(uint32_t rx_seq, uint16_t low)
 {
     return rx_seq + (uint32_t) (int32_t) (int16_t) (uint16_t) (low - (uint16_t) rx_seq);
+}
+
+/* The source rank a header claims (any format), or -1 when it is too short to say: a
+ * transport that knows the sender (vnode's per-pair FIFOs) checks it. */
+static inline int64_t aml_pkt_claimed_src(const void *hdr, size_t hlen)
+{
+    const uint8_t *b = (const uint8_t *) hdr;
+    unsigned t = hlen ? b[0] : 0;
+    if (t == AML_PKT_ONE_SHORT || (t >= AML_PKT_EAGER_SFIRST && t <= AML_PKT_RNDV_SSCOUT)) {
+        aml_spkt_t s;
+        if (hlen < sizeof(s))
+            return -1;
+        memcpy(&s, hdr, sizeof(s));
+        return AML_SPKT_SRC(&s);
+    } else {
+        uint32_t src;
+        if (hlen < sizeof(aml_pkt_t))
+            return -1;
+        memcpy(&src, b + offsetof(aml_pkt_t, src), sizeof(src));
+        return src;
+    }
 }
 
 /* ---- the packet table ---------------------------------------------------------------- */

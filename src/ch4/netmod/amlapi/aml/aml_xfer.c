@@ -6,10 +6,16 @@
 #include "aml_impl.h"
 
 /* The rendezvous variant: the transport's own rendezvous (rndv_ucx) where the peer's
- * transport has one, else put (rndv_put, or a transport without get), else get. */
+ * transport has one, else put (rndv_put, or a transport without get), else get. A transport
+ * that moves no data but packets (vnode where single copy is refused) gets eager: the data
+ * is pipelined through its FIFOs. */
 static int rndv_send(aml_t * aml, const aml_xfer_t * x)
 {
-    unsigned caps = aml->peers[x->peer].tport->caps;
+    unsigned caps = aml->peers[x->peer].caps;
+    if (AML_UNLIKELY(!(caps & (AML_TPORT_CAP_RNDV | AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT)))) {
+        aml->vnode_fallback++;
+        return aml_eager_send(aml, x);
+    }
     if (aml->cfg.rndv_ucx && (caps & AML_TPORT_CAP_RNDV))
         return aml_rndv_tport_send(aml, x);
     if ((aml->cfg.rndv_put && (caps & AML_TPORT_CAP_PUT)) || !(caps & AML_TPORT_CAP_GET))
@@ -39,7 +45,7 @@ int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x)
         case AML_PROTO_AUTO:
             if (aml_fits_onepacket(aml, x))
                 return aml_onepacket_send(aml, x);
-            if (x->len > aml->eager_limit)
+            if (x->len > aml->peers[x->peer].eager_limit)
                 return rndv_send(aml, x);
             if (aml->adaptive_credits == 0)
                 return aml_eager_send(aml, x);

@@ -1,0 +1,439 @@
+/*
+ * The vnode transport (aml_tport.h, DESIGN §5): the peers on this node, through vnode's
+ * shared-memory FIFOs (src/ch4/shm/vnode). A packet is one FIFO record, header then payload;
+ * rendezvous data moves by single copy (the receiver's get is process_vm_readv from the
+ * sender's buffer, the put variant process_vm_writev), so aml's get- and put-based rendezvous
+ * run unchanged on it. Where the node forbids single copy the transport offers neither and
+ * every message goes as packets through the FIFOs (aml_xfer.c). The only file of aml that
+ * calls vnode.
+ */
+#include "aml_impl.h"
+#include "vnode.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* A send the FIFO had no room for: it goes, in order, from progress. */
+typedef struct vq {
+    struct vq *next;
+    aml_tport_op_t *op;
+    size_t hdr_len, len;
+    const void *data;
+} vq_t;
+
+/* One local peer: the endpoint of every lane to it. */
+typedef struct vpeer {
+    int rank, local;
+    vq_t *qhead, *qtail;        /* sends waiting for room, in order */
+    struct vpeer *qnext;        /* in the list of peers with waiting sends */
+    bool queued;
+} vpeer_t;
+
+struct aml_vnode {
+    vnode_t *v;
+    aml_tport_rx_fn_t rx;
+    int *rank_of;               /* local index -> rank */
+    vpeer_t *peers;             /* by rank (only local peers are used) */
+    vpeer_t *waiting;           /* peers with waiting sends */
+    bool single_copy;
+    uint64_t job_hash;
+    char addr[24];              /* job hash, nlocal, local */
+};
+
+/* The rkey of a buffer: vnode needs no registration; the receiver checks every access against
+ * the range the owner advertised. */
+typedef struct vrange {
+    uint64_t addr, len;
+} vrange_t;
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t) * s) * 1099511628211ull;
+    return h;
+}
+
+/* ---- setup ---------------------------------------------------------------------------- */
+
+static void vn_fini(aml_t * aml)
+{
+    struct aml_vnode *n = aml->vnode;
+    if (!n)
+        return;
+    vnode_finalize(n->v);
+    if (n->peers)
+        for (int i = 0; i < aml->size; i++)
+            for (vq_t * q = n->peers[i].qhead, *next; q; q = next) {
+                next = q->next;
+                free(q);
+            }
+    free(n->peers);
+    free(n->rank_of);
+    free(n);
+    aml->vnode = NULL;
+}
+
+static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
+{
+    const aml_config_t *cfg = &aml->cfg;
+    vnode_config_t vc;
+    struct aml_vnode *n = calloc(1, sizeof(*n));
+    int rc;
+
+    if (!n)
+        return AML_ERR_NOMEM;
+    aml->vnode = n;
+    n->rx = rx;
+    n->peers = calloc(aml->size, sizeof(vpeer_t));
+    n->rank_of = calloc(cfg->vnode_nlocal, sizeof(int));
+    if (!n->peers || !n->rank_of)
+        return AML_ERR_NOMEM;
+    for (int i = 0; i < cfg->vnode_nlocal; i++)
+        n->rank_of[i] = -1;
+    /* a header as large as aml's largest, so vnode never lowers the limits the ranks of other
+     * nodes compute without it (aml_connect compares them) */
+    *max_hdr = sizeof(aml_pkt_t) + AML_MAX_UHDR;
+    vnode_config_default(&vc);
+    vc.job = cfg->vnode_job;
+    vc.nlocal = cfg->vnode_nlocal;
+    vc.local = cfg->vnode_local;
+    if (cfg->vnode_ring_bytes)
+        vc.ring_bytes = cfg->vnode_ring_bytes;
+    vc.max_pkt = *max_hdr + aml->packet_size;
+    vc.shm_free = cfg->vnode_shm_free;
+    rc = vnode_init(&vc, &n->v, cfg->errbuf, cfg->errlen);
+    if (rc != VNODE_OK)
+        return rc == VNODE_ERR_INVAL ? AML_ERR_INVAL : AML_ERR_SETUP;
+    n->job_hash = fnv1a(cfg->vnode_job);
+    {
+        uint32_t nl = (uint32_t) cfg->vnode_nlocal, lo = (uint32_t) cfg->vnode_local;
+        memcpy(n->addr, &n->job_hash, 8);
+        memcpy(n->addr + 8, &nl, 4);
+        memcpy(n->addr + 12, &lo, 4);
+        memset(n->addr + 16, 0, 8);
+    }
+    return AML_OK;
+}
+
+static int vn_address(aml_t * aml, const void **addr, size_t * len)
+{
+    *addr = aml->vnode->addr;
+    *len = sizeof(aml->vnode->addr);
+    return AML_OK;
+}
+
+/* Whether the rank whose vnode address is addr shares this rank's segment, and its index. */
+int aml_vnode_local(aml_t * aml, const void *addr, int *local)
+{
+    struct aml_vnode *n = aml->vnode;
+    uint64_t h;
+    uint32_t nl, lo;
+    if (!n)
+        return 0;
+    memcpy(&h, addr, 8);
+    memcpy(&nl, (const char *) addr + 8, 4);
+    memcpy(&lo, (const char *) addr + 12, 4);
+    if (h != n->job_hash)
+        return 0;
+    if (nl != (uint32_t) vnode_nlocal(n->v) || lo >= nl)
+        return -1;      /* the same segment, described differently: the embedder erred */
+    *local = (int) lo;
+    return 1;
+}
+
+/* Maps the segment once every local rank has created its part (the embedder's address
+ * exchange was the barrier): after it, whether single copy is allowed is known. */
+int aml_vnode_attach(aml_t * aml, char *err, size_t errlen)
+{
+    struct aml_vnode *n = aml->vnode;
+    int rc = vnode_attach(n->v);
+    if (rc != VNODE_OK) {
+        snprintf(err, errlen, "%s", vnode_error(n->v));
+        return AML_ERR_SETUP;
+    }
+    n->single_copy = aml->cfg.vnode_single_copy && vnode_single_copy(n->v);
+    return AML_OK;
+}
+
+/* What the transport offers a peer: get and put only with single copy. */
+unsigned aml_vnode_caps(aml_t * aml)
+{
+    return aml->vnode->single_copy ? AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT : 0;
+}
+
+static int vn_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps)
+{
+    struct aml_vnode *n = aml->vnode;
+    vpeer_t *vp = &n->peers[peer];
+    int local;
+    if (aml_vnode_local(aml, addr, &local) != 1 || local == vnode_local(n->v) ||
+        n->rank_of[local] != -1)
+        return AML_ERR_INVAL;
+    vp->rank = peer;
+    vp->local = local;
+    n->rank_of[local] = peer;
+    /* one FIFO per pair: every lane is it (adaptive data needs no order) */
+    for (int l = 0; l < neps; l++)
+        eps[l] = vp;
+    return AML_OK;
+}
+
+static int vn_close(aml_t * aml, aml_tport_ep_t ** eps, size_t n)
+{
+    /* quiesce left nothing in flight: the FIFOs go with the segment at fini */
+    for (size_t i = 0; i < n; i++)
+        *eps[i] = NULL;
+    return AML_OK;
+}
+
+/* ---- packets -------------------------------------------------------------------------- */
+
+static int vn_send_inline(aml_t * aml, aml_peer_t * p, const void *pkt, size_t len)
+{
+    vpeer_t *vp = p->ep;
+    if (AML_UNLIKELY(vp->qhead != NULL))
+        return AML_TPORT_REFUSED;       /* behind the waiting ones */
+    return vnode_send(aml->vnode->v, vp->local, pkt, len, NULL, 0) == VNODE_OK ?
+        AML_TPORT_DONE : AML_TPORT_REFUSED;
+}
+
+static int vn_send(aml_tport_ep_t ep, aml_tport_op_t * op, size_t hdr_len, const void *data,
+                   size_t len, unsigned flags)
+{
+    aml_t *aml = op->aml;
+    struct aml_vnode *n = aml->vnode;
+    vpeer_t *vp = ep;
+    vq_t *q;
+
+    if (AML_UNLIKELY(flags & AML_TPORT_SEND_RNDV))
+        aml_fatal(aml, "vnode has no transport rendezvous (a send to rank %d asked for it)",
+                  vp->rank);
+    if (AML_LIKELY(vp->qhead == NULL) &&
+        vnode_send(n->v, vp->local, op->hdr, hdr_len, data, len) == VNODE_OK)
+        return AML_TPORT_DONE;
+    /* no room: it waits its turn, and progress drains the FIFOs both ways meanwhile */
+    q = malloc(sizeof(*q));
+    if (!q)
+        aml_fatal(aml, "out of memory queueing a packet to rank %d", vp->rank);
+    q->next = NULL;
+    q->op = op;
+    q->hdr_len = hdr_len;
+    q->data = data;
+    q->len = len;
+    if (vp->qtail)
+        vp->qtail->next = q;
+    else
+        vp->qhead = q;
+    vp->qtail = q;
+    if (!vp->queued) {
+        vp->queued = true;
+        vp->qnext = n->waiting;
+        n->waiting = vp;
+    }
+    return AML_TPORT_PENDING;
+}
+
+/* Sends what waited, in order, as far as the FIFOs take it. */
+static int drain_waiting(aml_t * aml)
+{
+    struct aml_vnode *n = aml->vnode;
+    vpeer_t **pp = &n->waiting;
+    int events = 0;
+    while (*pp) {
+        vpeer_t *vp = *pp;
+        vq_t *q;
+        while ((q = vp->qhead) &&
+               vnode_send(n->v, vp->local, q->op->hdr, q->hdr_len, q->data, q->len) ==
+               VNODE_OK) {
+            aml_tport_op_t *op = q->op;
+            vp->qhead = q->next;
+            if (!vp->qhead)
+                vp->qtail = NULL;
+            free(q);
+            aml->in_dispatch++;
+            op->done(op);
+            aml->in_dispatch--;
+            events++;
+        }
+        if (!vp->qhead) {
+            vp->queued = false;
+            *pp = vp->qnext;
+        } else {
+            pp = &vp->qnext;
+        }
+    }
+    return events;
+}
+
+/* Every packet: the FIFO knows its sender, so the header must name that sender. */
+static void vn_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data, size_t len)
+{
+    aml_t *aml = arg;
+    struct aml_vnode *n = aml->vnode;
+    int rank = n->rank_of[src];
+    int64_t claimed = aml_pkt_claimed_src(hdr, hlen);
+    /* out of range: the dispatcher names it as for any transport */
+    if (AML_UNLIKELY(claimed != rank && claimed >= 0 && claimed < aml->size))
+        aml_fatal(aml, "malformed packet from rank %d (vnode FIFO): type %s (%u) claims to "
+                  "come from rank %lld", rank, aml_pkt_name(*(const uint8_t *) hdr),
+                  *(const uint8_t *) hdr, (long long) claimed);
+    n->rx(aml, hdr, hlen, (void *) data, len, 0);
+}
+
+static int vn_progress(aml_t * aml)
+{
+    struct aml_vnode *n = aml->vnode;
+    int events = 0, got;
+    if (AML_UNLIKELY(!aml->connected))
+        return 0;       /* the segment is mapped at connect */
+    if (AML_UNLIKELY(n->waiting != NULL))
+        events = drain_waiting(aml);
+    got = vnode_poll(n->v, vn_rx, aml);
+    if (AML_UNLIKELY(got < 0)) {
+        int lp = vnode_error_peer(n->v);
+        aml_fatal(aml, "vnode FIFO from rank %d: %s", lp >= 0 ? n->rank_of[lp] : -1,
+                  vnode_error(n->v));
+    }
+    return events + got;
+}
+
+/* ---- single copy ---------------------------------------------------------------------- */
+
+static int vn_mem_map(aml_t * aml, void *addr, size_t len, aml_tport_memh_t * memh)
+{
+    vrange_t *r = malloc(sizeof(*r));
+    if (!r)
+        return AML_ERR_NOMEM;
+    r->addr = (uintptr_t) addr;
+    r->len = len;
+    *memh = r;
+    return AML_OK;
+}
+
+static void vn_mem_unmap(aml_t * aml, aml_tport_memh_t memh)
+{
+    free(memh);
+}
+
+static int vn_rkey_pack(aml_t * aml, aml_tport_memh_t memh, void **buf, size_t * len)
+{
+    *buf = memh;
+    *len = sizeof(vrange_t);
+    return AML_OK;
+}
+
+static void vn_rkey_buf_release(aml_t * aml, void *buf)
+{
+    /* the memh itself */
+}
+
+static int vn_rkey_unpack(aml_tport_ep_t ep, const void *buf, size_t len,
+                          aml_tport_rkey_t * rkey)
+{
+    vrange_t *r;
+    if (len != sizeof(vrange_t))
+        return AML_ERR_INVAL;
+    r = malloc(sizeof(*r));
+    if (!r)
+        return AML_ERR_NOMEM;
+    memcpy(r, buf, sizeof(*r));
+    *rkey = r;
+    return AML_OK;
+}
+
+static void vn_rkey_destroy(aml_t * aml, aml_tport_rkey_t rkey)
+{
+    free(rkey);
+}
+
+/* Only the advertised range is ever touched (DESIGN §4: remote addresses are validated). */
+static void check_range(aml_tport_op_t * op, uint64_t raddr, const vrange_t * r,
+                        const char *what)
+{
+    if (raddr < r->addr || op->len > r->len || raddr - r->addr > r->len - op->len)
+        aml_fatal(op->aml, "rendezvous %s of %zu bytes at 0x%llx of rank %d is outside the "
+                  "%llu bytes at 0x%llx it advertised", what, op->len,
+                  (unsigned long long) raddr, op->peer, (unsigned long long) r->len,
+                  (unsigned long long) r->addr);
+}
+
+static int vn_get(aml_tport_ep_t ep, void *dst, uint64_t raddr, aml_tport_rkey_t rkey,
+                  aml_tport_op_t * op)
+{
+    vpeer_t *vp = ep;
+    check_range(op, raddr, rkey, "pull");
+    if (vnode_read(op->aml->vnode->v, vp->local, dst, raddr, op->len) != VNODE_OK)
+        aml_fatal(op->aml, "single-copy pull from rank %d failed: %s", vp->rank,
+                  vnode_error(op->aml->vnode->v));
+    return AML_TPORT_DONE;
+}
+
+static int vn_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport_rkey_t rkey,
+                  aml_tport_op_t * op)
+{
+    vpeer_t *vp = ep;
+    check_range(op, raddr, rkey, "put");
+    if (vnode_write(op->aml->vnode->v, vp->local, src, raddr, op->len) != VNODE_OK)
+        aml_fatal(op->aml, "single-copy put to rank %d failed: %s", vp->rank,
+                  vnode_error(op->aml->vnode->v));
+    return AML_TPORT_DONE;
+}
+
+/* ---- sleeping ------------------------------------------------------------------------- */
+
+static int vn_arm(aml_t * aml)
+{
+    return vnode_arm(aml->vnode->v) == VNODE_OK ? AML_OK : AML_ERR_STATE;
+}
+
+static int vn_event_fd(aml_t * aml, int *fd)
+{
+    *fd = vnode_doorbell_fd(aml->vnode->v);
+    return *fd >= 0 ? AML_OK : AML_ERR_STATE;
+}
+
+/* vnode's counters, for aml_qenv */
+int64_t aml_vnode_stat(aml_t * aml, int q)
+{
+    vnode_stats_t vs;
+    if (!aml->vnode || !aml->vnode->v)
+        return 0;
+    vnode_get_stats(aml->vnode->v, &vs);
+    switch (q) {
+        case AML_Q_VNODE_PKTS:
+            return (int64_t) vs.pkts_sent;
+        case AML_Q_VNODE_RING_FULL:
+            return (int64_t) vs.ring_full;
+        case AML_Q_VNODE_DOORBELLS:
+            return (int64_t) vs.doorbells;
+        case AML_Q_VNODE_COPY_BYTES:
+            return (int64_t) vs.copy_bytes;
+        case AML_Q_VNODE_SINGLE_COPY:
+            return aml->vnode->single_copy;
+        default:
+            return 0;
+    }
+}
+
+const aml_tport_t aml_vnode_tport = {
+    .name = "vnode",
+    .caps = AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT,      /* with single copy: aml_vnode_caps */
+    .init = vn_init,
+    .address = vn_address,
+    .connect = vn_connect,
+    .close = vn_close,
+    .fini = vn_fini,
+    .send_inline = vn_send_inline,
+    .send = vn_send,
+    .mem_map = vn_mem_map,
+    .mem_unmap = vn_mem_unmap,
+    .rkey_pack = vn_rkey_pack,
+    .rkey_buf_release = vn_rkey_buf_release,
+    .rkey_unpack = vn_rkey_unpack,
+    .rkey_destroy = vn_rkey_destroy,
+    .get = vn_get,
+    .put = vn_put,
+    .progress = vn_progress,
+    .arm = vn_arm,
+    .event_fd = vn_event_fd,
+};

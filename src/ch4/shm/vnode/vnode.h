@@ -1,0 +1,143 @@
+/*
+ * vnode -- the virtual-node shared-memory packet layer (DESIGN §5, seed 002 "virtual node
+ * mode"): the on-node half of aml's transports. No MPICH and no aml header: it moves opaque
+ * packets between the ranks of one node and copies bytes between their address spaces.
+ *
+ * - One segment per node and job (POSIX shm, mode 0600, a name unique per job and node),
+ *   created by local rank 0, attached by every local rank and unlinked as soon as all have
+ *   attached: a crash after MPI_Init leaves nothing in /dev/shm.
+ * - One single-producer/single-consumer ring per ordered pair of local ranks, in 64-byte
+ *   cells; a packet takes ceil((16 + hlen + len) / 64) consecutive cells, so a small MPI
+ *   message is one cache line handed from sender to receiver. The receiver never scans all
+ *   N-1 rings: it polls a few recently active peers directly and the rest through a
+ *   per-receiver summary bitmap that senders set (vnode_ring.c says how the two meet).
+ * - Doorbells: a receiver about to sleep says so in the segment; a sender that sees it sends
+ *   a datagram to the receiver's abstract unix socket, whose fd the receiver sleeps on (with
+ *   UCX's, in one epoll set): nothing in the file system, gone with the process.
+ * - Single copy: process_vm_readv / process_vm_writev between local ranks, allowed or not
+ *   for the whole node (probed at attach); without it large messages go as packets.
+ *
+ * Threading: one thread at a time per vnode_t (aml's rule).
+ */
+#ifndef VNODE_H_INCLUDED
+#define VNODE_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+typedef struct vnode vnode_t;
+
+/* return codes */
+#define VNODE_OK            0
+#define VNODE_AGAIN         1   /* vnode_send: no room in the ring now, nothing written;
+                                 * vnode_arm: packets are pending, do not sleep */
+#define VNODE_ERR_INVAL    -1   /* bad argument or configuration */
+#define VNODE_ERR_NOSPACE  -2   /* /dev/shm has no room for the segment */
+#define VNODE_ERR_SYS      -3   /* a system call failed */
+#define VNODE_ERR_MALFORMED -4  /* a bad cell arrived: fatal, the message names the peer */
+#define VNODE_ERR_NOTSUP   -5   /* single copy is not allowed on this node */
+#define VNODE_ERR_TIMEOUT  -6   /* local ranks did not attach in time */
+/* Every error leaves a message (what failed, the numbers, the peer) in vnode_error(). */
+
+typedef struct vnode_config {
+    const char *job;            /* unique per job and node (e.g. the launcher's job id and a
+                                 * node id): names the segment and the doorbells; characters
+                                 * other than [A-Za-z0-9._-] are replaced, at most 96 used */
+    int nlocal;                 /* ranks on this node (in this segment), 1..VNODE_MAX_LOCAL */
+    int local;                  /* this rank's index among them, 0..nlocal-1 */
+    size_t ring_bytes;          /* bytes of cells per ordered pair: rounded up to a power of
+                                 * two, at least 4 * the largest packet */
+    size_t max_pkt;             /* largest hlen + len of a packet */
+    int direct;                 /* peers a receiver polls directly, 0..VNODE_MAX_DIRECT; the
+                                 * others reach it through its summary bitmap */
+    uint64_t shm_free;          /* 0: the free bytes of /dev/shm (statvfs); else this many
+                                 * (tests force a too-small /dev/shm with it) */
+    int attach_timeout_ms;      /* vnode_attach waits this long for the other local ranks
+                                 * (0: 60000) */
+} vnode_config_t;
+
+#define VNODE_MAX_LOCAL  1024
+#define VNODE_MAX_DIRECT 16
+#define VNODE_CELL       64     /* cell size: one cache line */
+#define VNODE_CELL_HDR   16     /* header bytes in a packet's first cell */
+
+void vnode_config_default(vnode_config_t * cfg);
+/* The segment's size for cfg (the bytes /dev/shm must have free). */
+size_t vnode_segment_bytes(const vnode_config_t * cfg);
+
+/* Setup, in two steps with the embedder's exchange (a barrier) between them:
+ * vnode_init: local rank 0 checks /dev/shm's free space (VNODE_ERR_NOSPACE names the bytes
+ * needed and free), creates the segment (O_EXCL, 0600), reserves its memory (fallocate, so a
+ * full /dev/shm is an error here and never a SIGBUS later) and initializes it; every rank
+ * binds its doorbell socket. On failure *out is NULL and err (if given) holds the message. */
+int vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t errlen);
+/* vnode_attach: after every local rank's vnode_init returned. Maps the segment, publishes
+ * this rank's pid, waits (attach_timeout_ms) until every local rank attached -- the last to
+ * attach unlinks the name -- then probes single copy from a peer (Yama ptrace_scope,
+ * PR_SET_PTRACER, seccomp and user namespaces can forbid it) and waits until every local rank
+ * probed: single copy is on for the node only if it works for all. */
+int vnode_attach(vnode_t * v);
+/* Unmaps, closes the doorbell, unlinks the name if nobody did yet. Safe after any failure. */
+void vnode_finalize(vnode_t * v);
+const char *vnode_error(const vnode_t * v);
+/* The local index of the peer the last error concerns (a malformed cell's sender, a single
+ * copy's peer), or -1. */
+int vnode_error_peer(const vnode_t * v);
+int vnode_local(const vnode_t * v);
+int vnode_nlocal(const vnode_t * v);
+
+/* -- packets -- */
+/* Copies one packet (hdr then data; hlen + len <= max_pkt, hlen >= 1) into the ring to local
+ * rank dst: VNODE_OK, or VNODE_AGAIN when the ring has no room now (nothing written; the
+ * caller keeps the packet and its order, and progresses vnode_poll meanwhile). Rings dst's
+ * doorbell if dst sleeps. */
+int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *data,
+               size_t len);
+/* Called for each arriving packet, in each sender's order; hdr and data point into the ring
+ * and are valid during the call only. It may call vnode_send, never vnode_poll. */
+typedef void (*vnode_rx_fn_t) (void *arg, int src, const void *hdr, size_t hlen,
+                               const void *data, size_t len);
+/* Delivers arrived packets (at most a bounded batch per call): their number, or
+ * VNODE_ERR_MALFORMED (a cell whose sequence, source or lengths are wrong; nothing is
+ * delivered from it). */
+int vnode_poll(vnode_t * v, vnode_rx_fn_t fn, void *arg);
+
+/* -- sleeping -- */
+/* VNODE_OK: nothing is pending and the doorbell fd becomes readable when a packet arrives or
+ * a full ring this rank waits on gets room; VNODE_AGAIN: something is pending (poll). The next
+ * vnode_poll ends the sleep (and drains the doorbell). */
+int vnode_arm(vnode_t * v);
+int vnode_doorbell_fd(const vnode_t * v);
+
+/* -- single copy -- */
+/* 1 when process_vm_readv/writev work between every pair of local ranks (after attach). */
+int vnode_single_copy(const vnode_t * v);
+/* Copies len bytes at peer's address raddr into dst (read) / from src to peer's raddr
+ * (write), looping over partial transfers: VNODE_OK, VNODE_ERR_NOTSUP, or VNODE_ERR_SYS
+ * (vnode_error names the peer, address and errno; e.g. the range is not mapped there). The
+ * caller validates raddr/len against what the peer advertised. */
+int vnode_read(vnode_t * v, int peer, void *dst, uint64_t raddr, size_t len);
+int vnode_write(vnode_t * v, int peer, const void *src, uint64_t raddr, size_t len);
+/* Scatter/gather: local iov against one remote range. */
+int vnode_readv(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
+                size_t len);
+
+/* -- counters (MPI_T pvars upstairs) -- */
+typedef struct vnode_stats {
+    uint64_t pkts_sent, pkts_recv;
+    uint64_t ring_full;         /* vnode_send calls that returned VNODE_AGAIN */
+    uint64_t doorbells;         /* doorbells rung */
+    uint64_t copy_bytes;        /* bytes moved by single copy */
+} vnode_stats_t;
+void vnode_get_stats(const vnode_t * v, vnode_stats_t * s);
+
+#ifdef VNODE_TEST_HOOKS
+/* Tests only (test/vnode): the first cell of the next record this rank would write to dst,
+ * its index (*seq) and the ring's size in cells; a test writes a bad record there by hand. */
+void *vnode_test_cell(vnode_t * v, int dst, uint64_t * seq, uint64_t * ncells);
+/* Tests only: how many peers this rank polls directly now. */
+int vnode_test_ndirect(const vnode_t * v);
+#endif
+
+#endif /* VNODE_H_INCLUDED */

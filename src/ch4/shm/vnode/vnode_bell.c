@@ -1,0 +1,105 @@
+/*
+ * Doorbells: how a sleeping rank is woken. Each rank binds an AF_UNIX datagram socket in the
+ * abstract namespace ("\0amlapi-<uid>-<job>-<local>": nothing in the file system, gone with
+ * the process) and sleeps on its fd. To sleep, a rank stores ARMED in its sleeping word,
+ * fences, and looks once more for work (vnode_arm); a sender fences after publishing and, if
+ * it sees ARMED, swaps it to RUNG (so one datagram per sleep) and sends one byte.
+ */
+#define _GNU_SOURCE
+#include "vnode_impl.h"
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+/* The abstract address of local rank r's doorbell. A name too long for sun_path keeps the
+ * job's start and a hash of all of it. */
+static socklen_t bell_addr(const vnode_t * v, int r, struct sockaddr_un *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    char *name = a->sun_path + 1;
+    size_t cap = sizeof(a->sun_path) - 1;
+    int n = snprintf(name, cap, "amlapi-%u-%s-%d", v->uid, v->job, r);
+    if (n < 0 || (size_t) n >= cap) {
+        uint64_t h = 14695981039346656037ULL;   /* FNV-1a */
+        for (const char *c = v->job; *c; c++)
+            h = (h ^ (unsigned char) *c) * 1099511628211ULL;
+        n = snprintf(name, cap, "amlapi-%u-%.48s-%016llx-%d", v->uid, v->job,
+                     (unsigned long long) h, r);
+    }
+    return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+int vnode_bell_open(vnode_t * v)
+{
+    struct sockaddr_un a;
+    socklen_t alen = bell_addr(v, v->local, &a);
+    v->bell_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (v->bell_fd < 0)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: doorbell socket: %s", strerror(errno));
+    if (bind(v->bell_fd, (struct sockaddr *) &a, alen) < 0) {
+        int e = errno;
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: binding doorbell @%s: %s%s", a.sun_path + 1,
+                          strerror(e), e == EADDRINUSE ? " (is another job using the same "
+                          "job name and local rank?)" : "");
+    }
+    return VNODE_OK;
+}
+
+void vnode_bell_close(vnode_t * v)
+{
+    if (v->bell_fd >= 0)
+        close(v->bell_fd);
+    v->bell_fd = -1;
+}
+
+void vnode_bell_ring(vnode_t * v, int peer)
+{
+    struct sockaddr_un a;
+    socklen_t alen = bell_addr(v, peer, &a);
+    char b = 0;
+    v->stats.doorbells++;
+    /* EAGAIN/ENOBUFS: its queue is full, so a wake is pending anyway; ECONNREFUSED: the peer
+     * is gone, and its death is for the embedder to notice. Nothing else is expected. */
+    while (sendto(v->bell_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *) &a,
+                  alen) < 0 && errno == EINTR);
+}
+
+void vnode_bell_drain(vnode_t * v)
+{
+    char buf[64];
+    while (recv(v->bell_fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0 || errno == EINTR);
+}
+
+int vnode_arm(vnode_t * v)
+{
+    if (!v->attached)
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_arm before vnode_attach");
+    uint32_t *s = &vnode_rank(v, v->local)->sleeping;
+    VNODE_STORE(s, VNODE_ARMED, RELAXED);
+    v->armed = true;
+    VNODE_FENCE();
+    if (vnode_rx_pending(v) || vnode_tx_room(v)) {
+        vnode_disarm(v);
+        return VNODE_AGAIN;
+    }
+    return VNODE_OK;
+}
+
+void vnode_disarm(vnode_t * v)
+{
+    v->armed = false;
+    /* a sender that saw ARMED sent a datagram (or is about to: then one spurious wake) */
+    if (__atomic_exchange_n(&vnode_rank(v, v->local)->sleeping, VNODE_AWAKE, __ATOMIC_RELAXED)
+        == VNODE_RUNG)
+        vnode_bell_drain(v);
+}
+
+int vnode_doorbell_fd(const vnode_t * v)
+{
+    return v->bell_fd;
+}

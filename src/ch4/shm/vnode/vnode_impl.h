@@ -1,0 +1,186 @@
+/*
+ * vnode internals: the segment's layout, the process-local state and the prototypes the
+ * files share. Not part of the API.
+ *
+ * The segment, every block aligned to a cache line:
+ *   vnode_seg_hdr_t                    geometry, magic (stored last), counters
+ *   vnode_seg_rank_t   [nlocal]        pid, single-copy probe, sleeping word
+ *   summary            [nlocal]        one bitmap per receiver: bit s = "look at ring s->r"
+ *   ring               [nlocal * (nlocal - 1)]
+ *                                      vnode_ring_ctl_t then ring_bytes of 64-byte cells
+ * The ring from s to r is number r * (nlocal - 1) + (s < r ? s : s - 1): a receiver's
+ * inbound rings are contiguous.
+ *
+ * Shared words are plain integers accessed with the __atomic builtins (the cells are raw
+ * memory that memcpy also writes); who writes each word is said where it is declared.
+ */
+#ifndef VNODE_IMPL_H_INCLUDED
+#define VNODE_IMPL_H_INCLUDED
+
+#include "vnode.h"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define VNODE_MAGIC_BASE   0x766e6f6465000000ULL        /* "vnode\0\0" then the version */
+#define VNODE_VERSION      1
+#define VNODE_PAD_HLEN     0xFFFF       /* hlen of a PAD record: skip to the ring's start */
+#define VNODE_BATCH        64   /* packets per vnode_poll */
+#define VNODE_PEER_BATCH   16   /* packets per peer per vnode_poll, for fairness */
+#define VNODE_IDLE_DEMOTE  4096 /* empty polls before a direct peer gives up its slot */
+#define VNODE_JOB_MAX      96
+
+#define VNODE_LOAD(p, mo)      __atomic_load_n((p), __ATOMIC_##mo)
+#define VNODE_STORE(p, x, mo)  __atomic_store_n((p), (x), __ATOMIC_##mo)
+#define VNODE_FENCE()          __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+typedef struct vnode_seg_hdr {
+    uint64_t magic;             /* VNODE_MAGIC_BASE | VNODE_VERSION, creator, last (release) */
+    uint64_t creator_pid;       /* creator, first: a later run tells a stale segment by it */
+    uint64_t nlocal, ring_bytes, max_pkt, seg_bytes;    /* creator */
+    _Alignas(64) uint32_t attached;     /* every rank adds 1 in vnode_attach */
+    _Alignas(64) uint32_t probed;       /* every rank adds 1 once its probe is published */
+    _Alignas(64) uint32_t unlinked;     /* 1 once someone took the job of shm_unlink */
+} vnode_seg_hdr_t;
+
+typedef struct vnode_seg_rank {
+    _Alignas(64) uint64_t pid;  /* the rank, at attach (0: not attached) */
+    uint64_t probe_addr;        /* the rank: where its probe word lives */
+    uint32_t probe;             /* the rank: 0 not yet, 1 it read its peer's word, 2 it could not */
+    _Alignas(64) uint32_t sleeping;     /* VNODE_AWAKE/ARMED (the rank), RUNG (a sender) */
+} vnode_seg_rank_t;
+
+enum { VNODE_AWAKE = 0, VNODE_ARMED = 1, VNODE_RUNG = 2 };
+
+typedef struct vnode_ring_ctl {
+    _Alignas(64) uint64_t tail; /* receiver: cells before this index are free (lazily) */
+    _Alignas(64) uint32_t direct;       /* receiver: 1 = it polls this ring, no summary bit */
+    _Alignas(64) uint32_t tx_wait;      /* sender: 1 = it waits for room (it clears it too) */
+} vnode_ring_ctl_t;
+
+/* A record's first 16 bytes; hdr then data follow, padded to whole cells. */
+typedef struct vnode_cell_hdr {
+    uint64_t seq;               /* index of the record's first cell, stored last (release) */
+    uint32_t len;               /* hlen + len; PAD: the bytes it covers after this header */
+    uint16_t src;               /* sender's local index */
+    uint16_t hlen;              /* VNODE_PAD_HLEN: PAD */
+} vnode_cell_hdr_t;
+
+_Static_assert(sizeof(vnode_cell_hdr_t) == VNODE_CELL_HDR, "cell header is 16 bytes");
+_Static_assert(sizeof(vnode_seg_rank_t) == 2 * VNODE_CELL, "rank block is two lines");
+_Static_assert(sizeof(vnode_ring_ctl_t) == 3 * VNODE_CELL, "ring control is three lines");
+
+typedef struct vnode_layout {
+    size_t ring_bytes;          /* effective: a power of two, >= 4 largest records */
+    uint64_t ncells;
+    uint32_t max_cells;         /* cells of the largest record */
+    size_t off_ranks, off_summary, summary_stride, off_rings, ring_stride, total;
+} vnode_layout_t;
+
+/* Sender's private view of one ring (process memory, never shared). */
+typedef struct vnode_tx {
+    char *cells;
+    vnode_ring_ctl_t *ctl;
+    uint64_t head;              /* index of the next cell to write */
+    uint64_t tail;              /* the receiver's tail, as last read */
+    uint32_t want;              /* cells the last VNODE_AGAIN needed */
+    bool waiting;               /* tx_wait is set */
+} vnode_tx_t;
+
+/* Receiver's private view of one ring. */
+typedef struct vnode_rx {
+    char *cells;
+    vnode_ring_ctl_t *ctl;
+    uint64_t tail;              /* index of the next cell to read */
+    uint64_t pub;               /* the tail as last published */
+    uint32_t idle;              /* polls since this direct peer last had a packet */
+    int slot;                   /* index in direct[], or -1 */
+} vnode_rx_t;
+
+struct vnode {
+    vnode_config_t cfg;         /* cfg.job points to job[] */
+    char job[VNODE_JOB_MAX + 1];        /* sanitized */
+    char shm_name[160];
+    unsigned uid;
+    int local, nlocal;
+    vnode_layout_t L;
+    uint64_t mask;              /* ncells - 1 */
+
+    char *seg;                  /* the mapping, or NULL */
+    size_t seg_bytes;
+    bool created;               /* this rank shm_open'ed the name with O_CREAT */
+    bool attach_tried, attached;
+    int single_copy;
+
+    int bell_fd;
+    bool armed;                 /* this rank stored VNODE_ARMED and has not polled since */
+
+    vnode_tx_t *tx;             /* [nlocal], by destination */
+    vnode_rx_t *rx;             /* [nlocal], by source */
+    uint64_t *summary;          /* this rank's bitmap in the segment */
+    int nwords;                 /* words in a summary */
+    bool all_direct;            /* nlocal - 1 <= cfg.direct: no summary at all */
+    int ndirect, direct[VNODE_MAX_DIRECT];
+    unsigned rr_direct;         /* fairness: where the next poll starts */
+    int rr_summary;
+    int nwait;                  /* rings with tx.waiting set */
+
+    vnode_stats_t stats;
+    char err[512];
+    int err_peer;               /* local index the last error concerns, or -1 */
+};
+
+/* vnode_seg.c */
+int vnode_fail(vnode_t * v, int rc, const char *fmt, ...) __attribute__ ((format(printf, 3, 4)));
+int vnode_layout(const vnode_config_t * cfg, vnode_layout_t * L, char *err, size_t errlen);
+
+static inline vnode_seg_hdr_t *vnode_hdr(const vnode_t * v)
+{
+    return (vnode_seg_hdr_t *) v->seg;
+}
+
+static inline vnode_seg_rank_t *vnode_rank(const vnode_t * v, int r)
+{
+    return (vnode_seg_rank_t *) (v->seg + v->L.off_ranks) + r;
+}
+
+static inline vnode_ring_ctl_t *vnode_ring(const vnode_t * v, int src, int dst)
+{
+    size_t i = (size_t) dst * (v->nlocal - 1) + (src < dst ? src : src - 1);
+    return (vnode_ring_ctl_t *) (v->seg + v->L.off_rings + i * v->L.ring_stride);
+}
+
+static inline uint64_t *vnode_summary_of(const vnode_t * v, int r)
+{
+    return (uint64_t *) (v->seg + v->L.off_summary + (size_t) r * v->L.summary_stride);
+}
+
+/* vnode_ring.c */
+int vnode_ring_setup(vnode_t * v);      /* after mapping, before publishing the attach */
+bool vnode_rx_pending(vnode_t * v);     /* vnode_arm: a direct ring or the summary has work */
+bool vnode_tx_room(vnode_t * v);        /* vnode_arm: a ring this rank waits on has room */
+
+/* vnode_bell.c */
+int vnode_bell_open(vnode_t * v);
+void vnode_bell_close(vnode_t * v);
+void vnode_bell_ring(vnode_t * v, int peer);
+void vnode_bell_drain(vnode_t * v);
+void vnode_disarm(vnode_t * v);         /* ends a sleep: AWAKE, drain the doorbell if rung */
+
+/* Rings peer's doorbell if it sleeps; only one waker per sleep (ARMED -> RUNG). The caller
+ * fenced after publishing what peer should see. */
+static inline void vnode_wake(vnode_t * v, int peer)
+{
+    uint32_t *s = &vnode_rank(v, peer)->sleeping;
+    uint32_t armed = VNODE_ARMED;
+    if (VNODE_LOAD(s, RELAXED) == VNODE_ARMED &&
+        __atomic_compare_exchange_n(s, &armed, VNODE_RUNG, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED))
+        vnode_bell_ring(v, peer);
+}
+
+/* vnode_cma.c */
+void vnode_cma_publish(vnode_t * v);    /* at attach: allow peers to read us, publish the probe */
+bool vnode_cma_probe(vnode_t * v);      /* after all attached: can we read the next rank? */
+
+#endif /* VNODE_IMPL_H_INCLUDED */

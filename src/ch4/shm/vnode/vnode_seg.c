@@ -1,0 +1,430 @@
+/*
+ * The segment: its size, creation by local rank 0 (vnode_init), attachment by every rank
+ * (vnode_attach) and unlinking as soon as all attached, so that a crash after setup leaves
+ * nothing in /dev/shm; plus configuration, errors, accessors and counters.
+ */
+#define _GNU_SOURCE
+#include "vnode_impl.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+void vnode_config_default(vnode_config_t * cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->nlocal = 1;
+    cfg->ring_bytes = 65536;
+    cfg->max_pkt = 8248 + 1024;
+    cfg->direct = 8;
+    cfg->attach_timeout_ms = 60000;
+}
+
+int vnode_fail(vnode_t * v, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    v->err_peer = -1;
+    va_start(ap, fmt);
+    vsnprintf(v->err, sizeof(v->err), fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static size_t round_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+int vnode_layout(const vnode_config_t * cfg, vnode_layout_t * L, char *err, size_t errlen)
+{
+    if (cfg->nlocal < 1 || cfg->nlocal > VNODE_MAX_LOCAL || cfg->local < 0 ||
+        cfg->local >= cfg->nlocal) {
+        snprintf(err, errlen, "vnode: local rank %d of %d local ranks is out of range (at most "
+                 "%d ranks)", cfg->local, cfg->nlocal, VNODE_MAX_LOCAL);
+        return VNODE_ERR_INVAL;
+    }
+    if (cfg->direct < 0 || cfg->direct > VNODE_MAX_DIRECT) {
+        snprintf(err, errlen, "vnode: direct = %d, must be 0..%d", cfg->direct,
+                 VNODE_MAX_DIRECT);
+        return VNODE_ERR_INVAL;
+    }
+    /* the record length is a uint32_t; hlen (uint16_t) is checked per packet */
+    if (cfg->max_pkt < 1 || cfg->max_pkt > (1u << 30)) {
+        snprintf(err, errlen, "vnode: max_pkt = %zu, must be 1..%u", cfg->max_pkt, 1u << 30);
+        return VNODE_ERR_INVAL;
+    }
+    if (cfg->ring_bytes > ((size_t) 1 << 40)) {
+        snprintf(err, errlen, "vnode: ring_bytes = %zu is too large", cfg->ring_bytes);
+        return VNODE_ERR_INVAL;
+    }
+    size_t rec = round_up(VNODE_CELL_HDR + cfg->max_pkt, VNODE_CELL);
+    size_t rb = cfg->ring_bytes < 4 * rec ? 4 * rec : cfg->ring_bytes;
+    size_t p2 = VNODE_CELL;
+    while (p2 < rb)
+        p2 <<= 1;
+    size_t n = cfg->nlocal;
+    L->ring_bytes = p2;
+    L->ncells = p2 / VNODE_CELL;
+    L->max_cells = rec / VNODE_CELL;
+    L->off_ranks = round_up(sizeof(vnode_seg_hdr_t), VNODE_CELL);
+    L->off_summary = L->off_ranks + n * sizeof(vnode_seg_rank_t);
+    L->summary_stride = round_up((n + 63) / 64 * sizeof(uint64_t), VNODE_CELL);
+    L->off_rings = L->off_summary + n * L->summary_stride;
+    L->ring_stride = sizeof(vnode_ring_ctl_t) + p2;
+    L->total = round_up(L->off_rings + n * (n - 1) * L->ring_stride, 4096);
+    return VNODE_OK;
+}
+
+size_t vnode_segment_bytes(const vnode_config_t * cfg)
+{
+    vnode_layout_t L;
+    char err[256];
+    return vnode_layout(cfg, &L, err, sizeof(err)) == VNODE_OK ? L.total : 0;
+}
+
+/* An existing segment of our name: a leftover of a crashed run of the same job (its creator
+ * is dead), which we may remove, or a live job using the same name, which we must not. */
+static bool seg_stale(vnode_t * v)
+{
+    struct stat st;
+    int fd = shm_open(v->shm_name, O_RDONLY, 0);
+    if (fd < 0)
+        return errno == ENOENT; /* gone meanwhile: try again */
+    if (fstat(fd, &st) < 0) {
+        vnode_fail(v, 0, "vnode: fstat of the existing %s: %s", v->shm_name, strerror(errno));
+        close(fd);
+        return false;
+    }
+    if (st.st_uid != v->uid) {
+        vnode_fail(v, 0, "vnode: the shared segment %s exists and belongs to uid %u, not %u",
+                   v->shm_name, (unsigned) st.st_uid, v->uid);
+        close(fd);
+        return false;
+    }
+    uint64_t pid = 0;
+    if ((size_t) st.st_size >= sizeof(vnode_seg_hdr_t)) {
+        void *p = mmap(NULL, sizeof(vnode_seg_hdr_t), PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            pid = VNODE_LOAD(&((vnode_seg_hdr_t *) p)->creator_pid, ACQUIRE);
+            munmap(p, sizeof(vnode_seg_hdr_t));
+        }
+    }
+    close(fd);
+    if (pid != 0) {
+        if (kill((pid_t) pid, 0) < 0 && errno == ESRCH)
+            return true;
+        vnode_fail(v, 0, "vnode: the shared segment %s exists and its creator (pid %llu) is "
+                   "alive: does another job use the name \"%s\"?", v->shm_name,
+                   (unsigned long long) pid, v->job);
+        return false;
+    }
+    /* no creator recorded: one died between shm_open and mmap, or is there right now */
+    if (time(NULL) - st.st_mtime > 10)
+        return true;
+    vnode_fail(v, 0, "vnode: the shared segment %s is being created by another process",
+               v->shm_name);
+    return false;
+}
+
+static int seg_create(vnode_t * v)
+{
+    size_t need = v->L.total;
+    uint64_t avail = v->cfg.shm_free;
+    if (avail == 0) {
+        struct statvfs sv;
+        if (statvfs("/dev/shm", &sv) < 0)
+            return vnode_fail(v, VNODE_ERR_SYS, "vnode: statvfs(/dev/shm): %s", strerror(errno));
+        avail = (uint64_t) sv.f_bavail * sv.f_frsize;
+    }
+    if (avail < need)
+        return vnode_fail(v, VNODE_ERR_NOSPACE, "vnode: the shared segment needs %zu bytes in "
+                          "/dev/shm, which has %llu free: lower the ring size (ring_bytes)",
+                          need, (unsigned long long) avail);
+
+    int fd = -1;
+    for (int attempt = 0; fd < 0; attempt++) {
+        fd = shm_open(v->shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd >= 0)
+            break;
+        if (errno != EEXIST)
+            return vnode_fail(v, VNODE_ERR_SYS, "vnode: shm_open(%s): %s", v->shm_name,
+                              strerror(errno));
+        if (attempt > 0 || !seg_stale(v)) {
+            if (!v->err[0])
+                vnode_fail(v, 0, "vnode: the shared segment %s exists", v->shm_name);
+            return VNODE_ERR_SYS;
+        }
+        shm_unlink(v->shm_name);
+    }
+    v->created = true;
+    /* the umask may have taken the owner's write bit: the others open it read-write */
+    if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t) need) < 0) {
+        int e = errno;
+        close(fd);
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: sizing %s to %zu bytes: %s", v->shm_name,
+                          need, strerror(e));
+    }
+    void *p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: mmap of %zu bytes of %s: %s", need,
+                          v->shm_name, strerror(e));
+    }
+    v->seg = p;
+    v->seg_bytes = need;
+    vnode_seg_hdr_t *h = vnode_hdr(v);
+    VNODE_STORE(&h->creator_pid, (uint64_t) getpid(), RELEASE);
+    /* reserve the pages now: a full /dev/shm is an error here, never a SIGBUS later */
+    int e = posix_fallocate(fd, 0, (off_t) need);
+    close(fd);
+    if (e == ENOSPC)
+        return vnode_fail(v, VNODE_ERR_NOSPACE, "vnode: /dev/shm ran out of space reserving "
+                          "the %zu-byte shared segment: lower the ring size (ring_bytes)", need);
+    if (e)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: posix_fallocate of %zu bytes of %s: %s",
+                          need, v->shm_name, strerror(e));
+    h->nlocal = v->nlocal;
+    h->ring_bytes = v->L.ring_bytes;
+    h->max_pkt = v->cfg.max_pkt;
+    h->seg_bytes = need;
+    VNODE_STORE(&h->magic, VNODE_MAGIC_BASE | VNODE_VERSION, RELEASE);
+    return VNODE_OK;
+}
+
+int vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t errlen)
+{
+    *out = NULL;
+    vnode_t *v = calloc(1, sizeof(*v));
+    if (!v) {
+        if (err && errlen)
+            snprintf(err, errlen, "vnode: out of memory");
+        return VNODE_ERR_SYS;
+    }
+    v->bell_fd = -1;
+    int rc = vnode_layout(cfg, &v->L, v->err, sizeof(v->err));
+    if (rc == VNODE_OK && (!cfg->job || !cfg->job[0]))
+        rc = vnode_fail(v, VNODE_ERR_INVAL, "vnode: no job name");
+    if (rc == VNODE_OK) {
+        size_t i;
+        for (i = 0; cfg->job[i] && i < VNODE_JOB_MAX; i++) {
+            char c = cfg->job[i];
+            bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+            v->job[i] = ok ? c : '_';
+        }
+        v->job[i] = 0;
+        v->cfg = *cfg;
+        v->cfg.job = v->job;
+        v->cfg.ring_bytes = v->L.ring_bytes;
+        if (v->cfg.attach_timeout_ms <= 0)
+            v->cfg.attach_timeout_ms = 60000;
+        v->uid = (unsigned) geteuid();
+        snprintf(v->shm_name, sizeof(v->shm_name), "/amlapi-%u-%s", v->uid, v->job);
+        v->local = cfg->local;
+        v->nlocal = cfg->nlocal;
+        v->mask = v->L.ncells - 1;
+        v->tx = calloc(v->nlocal, sizeof(*v->tx));
+        v->rx = calloc(v->nlocal, sizeof(*v->rx));
+        if (!v->tx || !v->rx)
+            rc = vnode_fail(v, VNODE_ERR_SYS, "vnode: out of memory");
+    }
+    if (rc == VNODE_OK && v->local == 0)
+        rc = seg_create(v);
+    if (rc == VNODE_OK)
+        rc = vnode_bell_open(v);
+    if (rc != VNODE_OK) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s", v->err);
+        vnode_finalize(v);
+        return rc;
+    }
+    *out = v;
+    return VNODE_OK;
+}
+
+/* Maps and checks the segment local rank 0 created (ranks other than 0). */
+static int seg_map(vnode_t * v)
+{
+    struct stat st;
+    int fd = shm_open(v->shm_name, O_RDWR, 0);
+    if (fd < 0)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: local rank %d: shm_open(%s): %s (did local "
+                          "rank 0 finish vnode_init, with the same job name?)", v->local,
+                          v->shm_name, strerror(errno));
+    if (fstat(fd, &st) < 0 || (size_t) st.st_size < sizeof(vnode_seg_hdr_t)) {
+        int e = errno;
+        close(fd);
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: %s is too small or "
+                          "unreadable (%s)", v->local, v->shm_name, strerror(e));
+    }
+    void *p = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: local rank %d: mmap of %s: %s", v->local,
+                          v->shm_name, strerror(e));
+    v->seg = p;
+    v->seg_bytes = st.st_size;
+    vnode_seg_hdr_t *h = vnode_hdr(v);
+    uint64_t magic = VNODE_LOAD(&h->magic, ACQUIRE);
+    const char *what = NULL;
+    unsigned long long theirs = 0, mine = 0;
+    if ((magic & ~0xffffULL) != VNODE_MAGIC_BASE)
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: %s is not an initialized "
+                          "vnode segment (magic %#llx)", v->local, v->shm_name,
+                          (unsigned long long) magic);
+    if ((magic & 0xffff) != VNODE_VERSION)
+        what = "version", theirs = magic & 0xffff, mine = VNODE_VERSION;
+    else if (h->nlocal != (uint64_t) v->nlocal)
+        what = "nlocal", theirs = h->nlocal, mine = v->nlocal;
+    else if (h->ring_bytes != v->L.ring_bytes)
+        what = "ring_bytes", theirs = h->ring_bytes, mine = v->L.ring_bytes;
+    else if (h->max_pkt != v->cfg.max_pkt)
+        what = "max_pkt", theirs = h->max_pkt, mine = v->cfg.max_pkt;
+    else if (h->seg_bytes != v->L.total || v->seg_bytes != v->L.total)
+        what = "segment size", theirs = v->seg_bytes, mine = v->L.total;
+    if (what)
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: %s differs from local rank "
+                          "0's: %llu there, %llu here", v->local, what, theirs, mine);
+    return VNODE_OK;
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Waits until *cnt == target or the deadline; false on timeout. */
+static bool wait_count(uint32_t * cnt, uint32_t target, double deadline)
+{
+    for (unsigned i = 0; VNODE_LOAD(cnt, ACQUIRE) < target; i++) {
+        if (now_ms() > deadline)
+            return false;
+        if (i < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    return true;
+}
+
+/* Timeout message: the ranks whose word (pid or probe) is still 0. */
+static int fail_missing(vnode_t * v, const char *what, bool probe)
+{
+    char list[300] = "";
+    size_t off = 0;
+    int missing = 0;
+    for (int r = 0; r < v->nlocal; r++) {
+        vnode_seg_rank_t *rk = vnode_rank(v, r);
+        if (probe ? VNODE_LOAD(&rk->probe, ACQUIRE) : VNODE_LOAD(&rk->pid, ACQUIRE))
+            continue;
+        if (missing++ < 20 && off < sizeof(list))
+            off += snprintf(list + off, sizeof(list) - off, "%s%d", missing > 1 ? ", " : "", r);
+    }
+    return vnode_fail(v, VNODE_ERR_TIMEOUT, "vnode: local rank %d: after %d ms, local ranks %s%s "
+                      "(%d of %d) never %s", v->local, v->cfg.attach_timeout_ms, list,
+                      missing > 20 ? ", ..." : "", missing, v->nlocal, what);
+}
+
+/* Takes the job of unlinking the name, unless someone has. */
+static void seg_unlink(vnode_t * v)
+{
+    if (__atomic_exchange_n(&vnode_hdr(v)->unlinked, 1, __ATOMIC_ACQ_REL) == 0)
+        shm_unlink(v->shm_name);
+}
+
+int vnode_attach(vnode_t * v)
+{
+    if (!v)
+        return VNODE_ERR_INVAL;
+    if (v->attach_tried)        /* the counts in the segment are taken once */
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_attach called twice");
+    v->attach_tried = true;
+    double deadline = now_ms() + v->cfg.attach_timeout_ms;
+    int rc = v->seg ? VNODE_OK : seg_map(v);
+    if (rc != VNODE_OK)
+        return rc;
+    vnode_seg_hdr_t *h = vnode_hdr(v);
+    vnode_seg_rank_t *me = vnode_rank(v, v->local);
+
+    vnode_cma_publish(v);
+    rc = vnode_ring_setup(v);
+    if (rc != VNODE_OK)
+        return rc;
+    VNODE_STORE(&me->pid, (uint64_t) getpid(), RELEASE);
+    if (__atomic_add_fetch(&h->attached, 1, __ATOMIC_SEQ_CST) == (uint32_t) v->nlocal)
+        seg_unlink(v);
+    if (!wait_count(&h->attached, v->nlocal, deadline))
+        return fail_missing(v, "attached", false);
+
+    int ok = vnode_cma_probe(v);
+    VNODE_STORE(&me->probe, ok ? 1 : 2, RELEASE);
+    __atomic_add_fetch(&h->probed, 1, __ATOMIC_SEQ_CST);
+    if (!wait_count(&h->probed, v->nlocal, deadline))
+        return fail_missing(v, "probed single copy", true);
+    v->single_copy = 1;
+    for (int r = 0; r < v->nlocal; r++)
+        if (VNODE_LOAD(&vnode_rank(v, r)->probe, ACQUIRE) != 1)
+            v->single_copy = 0;
+    v->attached = true;
+    return VNODE_OK;
+}
+
+void vnode_finalize(vnode_t * v)
+{
+    if (!v)
+        return;
+    if (v->seg) {
+        seg_unlink(v);
+        munmap(v->seg, v->seg_bytes);
+    } else if (v->created) {
+        shm_unlink(v->shm_name);
+    }
+    vnode_bell_close(v);
+    free(v->tx);
+    free(v->rx);
+    free(v);
+}
+
+int vnode_error_peer(const vnode_t * v)
+{
+    return v ? v->err_peer : -1;
+}
+
+const char *vnode_error(const vnode_t * v)
+{
+    return v ? v->err : "vnode: no vnode";
+}
+
+int vnode_local(const vnode_t * v)
+{
+    return v->local;
+}
+
+int vnode_nlocal(const vnode_t * v)
+{
+    return v->nlocal;
+}
+
+int vnode_single_copy(const vnode_t * v)
+{
+    return v->single_copy;
+}
+
+void vnode_get_stats(const vnode_t * v, vnode_stats_t * s)
+{
+    *s = v->stats;
+}

@@ -1,0 +1,420 @@
+/*
+ * vnode unit tests: `vnode_tests --list`, `vnode_tests NAME...` (exit 0 pass, 1 fail, 77
+ * skip), `vnode_tests --bench` (latency, not a test). Each test forks its local ranks; this
+ * file has the packet tests, vt_setup_tests.c setup, errors and cleanup, vt_copy_tests.c
+ * single copy.
+ */
+#define _GNU_SOURCE
+#include "vt.h"
+#include "vt_tests.h"
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+/* -- basic: 2 ranks, packets of many sizes both ways -- */
+static int basic_body(vt_ctx_t * c)
+{
+    vt_traffic_t *t = vt_traffic_new(c, VT_MIX);
+    int peer = 1 - c->rank;
+    t->to_send[peer] = t->to_recv[peer] = 5000;
+    vt_traffic(c, t);
+    vnode_stats_t s;
+    vnode_get_stats(c->v, &s);
+    CHECK(s.pkts_sent == 5000 && s.pkts_recv == 5000, "stats say %llu sent, %llu received",
+          (unsigned long long) s.pkts_sent, (unsigned long long) s.pkts_recv);
+    vt_traffic_free(t);
+    return 0;
+}
+
+int t_basic(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(2, basic_body, &o);
+}
+
+/* -- wrap: random record sizes force PAD records and wrap around, millions of cells -- */
+static int wrap_body(vt_ctx_t * c)
+{
+    vt_traffic_t *t = vt_traffic_new(c, VT_WRAP);
+    int peer = 1 - c->rank;
+    uint64_t npkt = 40000, seq, ncells, pads = 0, head = 0;
+    t->to_send[peer] = t->to_recv[peer] = npkt;
+    vnode_test_cell(c->v, peer, &seq, &ncells);
+    vt_traffic(c, t);
+    /* what the ring went through: the sender's positions, replayed */
+    unsigned char *buf = malloc(c->cfg.max_pkt);
+    for (uint64_t i = 0; i < npkt; i++) {
+        size_t hl, l;
+        vt_packet(&c->cfg, VT_WRAP, c->rank, peer, i, &hl, &l, buf);
+        uint64_t k = (VNODE_CELL_HDR + hl + l + VNODE_CELL - 1) / VNODE_CELL;
+        if (head % ncells + k > ncells) {
+            head += ncells - head % ncells;
+            pads++;
+        }
+        head += k;
+    }
+    free(buf);
+    CHECK(head > 2000000 && pads > 1000 && head / ncells > 1000, "%llu cells, %llu PADs, "
+          "%llu laps", (unsigned long long) head, (unsigned long long) pads,
+          (unsigned long long) (head / ncells));
+    CHECK(t->cells_sent <= head, "cells %llu > %llu", (unsigned long long) t->cells_sent,
+          (unsigned long long) head);
+    vt_traffic_free(t);
+    return 0;
+}
+
+int t_wrap(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(2, wrap_body, &o);
+}
+
+/* -- full_both_ways: both send 20+ rings' worth before reading, polling only on AGAIN -- */
+typedef struct {
+    vt_ctx_t *c;
+    uint64_t next;
+    unsigned char *buf;
+} fb_arg_t;
+
+static void fb_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data,
+                  size_t len)
+{
+    fb_arg_t *a = arg;
+    size_t eh, el;
+    vt_packet(&a->c->cfg, VT_BIG, src, a->c->rank, a->next, &eh, &el, a->buf);
+    CHECK(src == 1 - a->c->rank && hlen == eh && len == el && !memcmp(hdr, a->buf, hlen) &&
+          !memcmp(data, a->buf + hlen, len), "packet %llu from %d wrong (%zu+%zu bytes)",
+          (unsigned long long) a->next, src, hlen, len);
+    a->next++;
+}
+
+static void poll_or_sleep(vt_ctx_t * c, vnode_rx_fn_t fn, void *arg)
+{
+    int n = vnode_poll(c->v, fn, arg);
+    CHECK(n >= 0, "vnode_poll: %s", vnode_error(c->v));
+    if (n > 0)
+        return;
+    int rc = vnode_arm(c->v);
+    CHECK(rc == VNODE_OK || rc == VNODE_AGAIN, "vnode_arm: %s", vnode_error(c->v));
+    if (rc == VNODE_OK) {
+        struct pollfd p = { vnode_doorbell_fd(c->v), POLLIN, 0 };
+        CHECK(poll(&p, 1, 20000) > 0, "asleep 20 s: a lost wake-up");
+    }
+}
+
+static int full_body(vt_ctx_t * c)
+{
+    int peer = 1 - c->rank;
+    uint64_t npkt = 600, bytes = 0, again = 0;
+    unsigned char *sbuf = malloc(c->cfg.max_pkt);
+    fb_arg_t a = { c, 0, malloc(c->cfg.max_pkt) };
+    for (uint64_t i = 0; i < npkt; i++) {
+        size_t hl, l;
+        vt_packet(&c->cfg, VT_BIG, c->rank, peer, i, &hl, &l, sbuf);
+        int rc;
+        while ((rc = vnode_send(c->v, peer, sbuf, hl, sbuf + hl, l)) == VNODE_AGAIN) {
+            again++;
+            poll_or_sleep(c, fb_rx, &a);
+        }
+        CHECK_OK(c->v, rc);
+        bytes += hl + l;
+    }
+    while (a.next < npkt)
+        poll_or_sleep(c, fb_rx, &a);
+    vnode_stats_t s;
+    vnode_get_stats(c->v, &s);
+    CHECK(bytes >= 20 * c->cfg.ring_bytes && again > 0 && s.ring_full == again,
+          "%llu bytes sent, %llu AGAINs (stats %llu)", (unsigned long long) bytes,
+          (unsigned long long) again, (unsigned long long) s.ring_full);
+    free(sbuf);
+    free(a.buf);
+    return 0;
+}
+
+int t_full_both_ways(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(2, full_body, &o);
+}
+
+/* -- contention8: all-to-all among 8 ranks, sleeping when idle -- */
+static int a2a_body(vt_ctx_t * c)
+{
+    vt_traffic_t *t = vt_traffic_new(c, VT_MIX);
+    for (int p = 0; p < c->size; p++)
+        if (p != c->rank)
+            t->to_send[p] = t->to_recv[p] = 1500;
+    t->sleep = 1;
+    vt_traffic(c, t);
+    vt_traffic_free(t);
+    return 0;
+}
+
+static void direct2(vnode_config_t * cfg, void *arg)
+{
+    cfg->direct = 2;
+}
+
+int t_contention8(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(8, a2a_body, &o);
+}
+
+int t_contention8_summary(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1,.cfg_hook = direct2 };
+    return vt_run(8, a2a_body, &o);
+}
+
+/* -- summary64: 64 ranks, 4 direct slots; rank 0 demotes everyone, then still finds all -- */
+static void small_rings(vnode_config_t * cfg, void *arg)
+{
+    cfg->direct = 4;
+    cfg->max_pkt = 1024;
+    cfg->ring_bytes = 8192;
+}
+
+static int s64_body(vt_ctx_t * c)
+{
+    vt_traffic_t *t = vt_traffic_new(c, VT_SMALL);
+    int me = c->rank, n = c->size;
+    for (int p = 0; p < n; p++) {
+        if (p == me)
+            continue;
+        uint64_t to_p = p == 0 ? 200 : (p == (me + 1) % n || p == (me + 5) % n) ? 20 : 0;
+        uint64_t from_p = me == 0 ? 200 : (me == (p + 1) % n || me == (p + 5) % n) ? 20 : 0;
+        if (me == 0)
+            to_p = (p == 1 || p == 5) ? 20 : 0;
+        if (p == 0)
+            from_p = (me == 1 || me == 5) ? 20 : 0;
+        t->to_send[p] = to_p;
+        t->to_recv[p] = from_p;
+    }
+    t->sleep = 1;
+    vt_traffic(c, t);
+    vt_barrier(c);
+    if (me == 0) {
+        int nd = vnode_test_ndirect(c->v);
+        CHECK(nd >= 1 && nd <= 4, "%d direct peers after phase 1", nd);
+        for (int i = 0; i < VNODE_IDLE_POLLS; i++) {
+            int rc = vt_poll(c, t);
+            CHECK(rc == 0, "idle poll %d -> %d: %s", i, rc, vnode_error(c->v));
+        }
+        nd = vnode_test_ndirect(c->v);
+        CHECK(nd == 0, "%d direct peers after %d idle polls", nd, VNODE_IDLE_POLLS);
+    }
+    vt_barrier(c);
+    /* phase 2: everybody to rank 0 again, found through the summary */
+    if (me)
+        t->to_send[0] += 100;
+    else
+        for (int p = 1; p < n; p++)
+            t->to_recv[p] += 100;
+    vt_traffic(c, t);
+    if (me == 0) {
+        vnode_stats_t st;
+        vnode_get_stats(c->v, &st);
+        fprintf(stderr, "  (rank 0: %llu packets received, %llu sent, %llu AGAIN, %llu "
+                "doorbells)\n", (unsigned long long) st.pkts_recv,
+                (unsigned long long) st.pkts_sent, (unsigned long long) st.ring_full,
+                (unsigned long long) st.doorbells);
+    }
+    vt_traffic_free(t);
+    return 0;
+}
+
+int t_summary64(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1,.cfg_hook = small_rings,.nice = 10,
+        .timeout_s = 300
+    };
+    return vt_run(64, s64_body, &o);
+}
+
+/* -- fairness: 4 direct peers with full rings do not starve a fifth: one poll delivers
+ * from it too -- */
+static void direct4(vnode_config_t * cfg, void *arg)
+{
+    cfg->direct = 4;
+}
+
+static int fair_body(vt_ctx_t * c)
+{
+    vt_traffic_t *t = vt_traffic_new(c, VT_SMALL);
+    unsigned char buf[64];
+    size_t hl, l;
+    int rc;
+    if (c->rank == 0) {
+        for (int p = 1; p < c->size; p++)
+            t->to_recv[p] = 1ULL << 40;
+        vt_barrier(c);
+        while (t->recvd[1] + t->recvd[2] + t->recvd[3] + t->recvd[4] < 4)
+            vt_poll(c, t);
+        CHECK(vnode_test_ndirect(c->v) == 4, "%d direct peers", vnode_test_ndirect(c->v));
+        vt_barrier(c);
+        vt_barrier(c);
+        int n = vt_poll(c, t);
+        CHECK(n >= 32 && t->recvd[5] > 0, "one poll: %d packets, %llu from the fifth peer", n,
+              (unsigned long long) t->recvd[5]);
+        while (t->recvd[5] < 100)
+            vt_poll(c, t);
+    } else {
+        /* flooders: one packet (to be promoted), then fill the ring; rank 5: 100 packets */
+        if (c->rank < 5) {
+            vt_packet(&c->cfg, VT_SMALL, c->rank, 0, t->sent[0], &hl, &l, buf);
+            CHECK_OK(c->v, vnode_send(c->v, 0, buf, hl, buf + hl, l));
+            t->sent[0]++;
+        }
+        vt_barrier(c);
+        vt_barrier(c);
+        do {
+            vt_packet(&c->cfg, VT_SMALL, c->rank, 0, t->sent[0], &hl, &l, buf);
+            rc = vnode_send(c->v, 0, buf, hl, buf + hl, l);
+            CHECK(rc == VNODE_OK || rc == VNODE_AGAIN, "send: %s", vnode_error(c->v));
+            t->sent[0] += rc == VNODE_OK;
+        } while (rc == VNODE_OK && (c->rank < 5 || t->sent[0] < 100));
+        vt_barrier(c);
+    }
+    vt_barrier(c);
+    vt_traffic_free(t);
+    return 0;
+}
+
+int t_fairness(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1,.cfg_hook = direct4 };
+    return vt_run(6, fair_body, &o);
+}
+
+/* -- doorbell: a sleeping receiver is woken by a packet, a sleeping sender by room -- */
+typedef struct {
+    int n;
+    unsigned char *buf;
+    vt_ctx_t *c;
+} db_arg_t;
+
+static void db_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data,
+                  size_t len)
+{
+    db_arg_t *a = arg;
+    size_t eh, el;
+    vt_packet(&a->c->cfg, VT_MIX, src, a->c->rank, a->n, &eh, &el, a->buf);
+    CHECK(hlen == eh && len == el && !memcmp(hdr, a->buf, hlen) &&
+          !memcmp(data, a->buf + hlen, len), "packet %d wrong", a->n);
+    a->n++;
+}
+
+static int sleep_on_bell(vt_ctx_t * c)
+{
+    struct pollfd p = { vnode_doorbell_fd(c->v), POLLIN, 0 };
+    return poll(&p, 1, 10000);
+}
+
+static int db_body(vt_ctx_t * c)
+{
+    vnode_t *v = c->v;
+    unsigned char *buf = malloc(c->cfg.max_pkt);
+    db_arg_t a = { 0, malloc(c->cfg.max_pkt), c };
+    int *count = (int *) c->scratch;
+    size_t hl, l;
+    if (c->rank == 1) {
+        CHECK(vnode_arm(v) == VNODE_OK, "arm with nothing pending: %s", vnode_error(v));
+        vt_barrier(c);
+        int r = sleep_on_bell(c);
+        CHECK(r == 1, "the packet did not wake rank 1 (poll -> %d)", r);
+        CHECK(vnode_poll(v, db_rx, &a) == 1 && a.n == 1, "no packet after the wake (%d)", a.n);
+        /* part 2: rank 0 fills our ring and sleeps; we drain it */
+        vt_barrier(c);
+        vt_barrier(c);
+        vt_sleep_ms(100);
+        while (a.n < 1 + *count) {
+            int n = vnode_poll(v, db_rx, &a);
+            CHECK(n >= 0, "poll: %s", vnode_error(v));
+        }
+        vt_barrier(c);
+        while (a.n < 2 + *count)
+            CHECK(vnode_poll(v, db_rx, &a) >= 0, "poll: %s", vnode_error(v));
+    } else {
+        vt_barrier(c);
+        vt_sleep_ms(100);
+        vt_packet(&c->cfg, VT_MIX, 0, 1, 0, &hl, &l, buf);
+        CHECK_OK(v, vnode_send(v, 1, buf, hl, buf + hl, l));
+        vnode_stats_t s;
+        vnode_get_stats(v, &s);
+        CHECK(s.doorbells == 1, "%llu doorbells rung", (unsigned long long) s.doorbells);
+        vt_barrier(c);
+        int n = 1, rc;
+        for (;; n++) {
+            vt_packet(&c->cfg, VT_MIX, 0, 1, n, &hl, &l, buf);
+            if ((rc = vnode_send(v, 1, buf, hl, buf + hl, l)) != VNODE_OK)
+                break;
+        }
+        CHECK(rc == VNODE_AGAIN, "send -> %d: %s", rc, vnode_error(v));
+        *count = n - 1;
+        CHECK(vnode_arm(v) == VNODE_OK, "arm with a full ring: %s", vnode_error(v));
+        vt_barrier(c);
+        int r = sleep_on_bell(c);
+        CHECK(r == 1, "room in the ring did not wake rank 0 (poll -> %d)", r);
+        CHECK(vnode_poll(v, db_rx, &a) == 0, "unexpected packet");
+        CHECK_OK(v, vnode_send(v, 1, buf, hl, buf + hl, l));
+        vt_barrier(c);
+    }
+    free(buf);
+    free(a.buf);
+    return 0;
+}
+
+int t_doorbell(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(2, db_body, &o);
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(void);
+} tests[] = {
+    {"basic", t_basic}, {"wrap", t_wrap}, {"full_both_ways", t_full_both_ways},
+    {"contention8", t_contention8}, {"contention8_summary", t_contention8_summary},
+    {"summary64", t_summary64}, {"fairness", t_fairness}, {"doorbell", t_doorbell},
+    {"malformed_src", t_malformed_src}, {"malformed_len0", t_malformed_len0},
+    {"malformed_len_big", t_malformed_len_big}, {"malformed_hlen0", t_malformed_hlen0},
+    {"malformed_hlen_gt_len", t_malformed_hlen_gt_len},
+    {"malformed_overrun", t_malformed_overrun}, {"malformed_pad", t_malformed_pad},
+    {"malformed_seq", t_malformed_seq}, {"stale_cells", t_stale_cells},
+    {"cleanup_kill9", t_cleanup_kill9}, {"two_jobs", t_two_jobs}, {"noshm", t_noshm},
+    {"attach_timeout", t_attach_timeout}, {"mismatch", t_mismatch}, {"stale", t_stale},
+    {"alone", t_alone}, {"single_copy", t_single_copy},
+    {"single_copy_refused", t_single_copy_refused},
+};
+
+int main(int argc, char **argv)
+{
+    int n = sizeof(tests) / sizeof(tests[0]), result = 0;
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s --list | --bench | TEST...\n", argv[0]);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--list")) {
+        for (int i = 0; i < n; i++)
+            printf("%s\n", tests[i].name);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--bench"))
+        return vt_bench();
+    for (int a = 1; a < argc; a++) {
+        int i;
+        for (i = 0; i < n && strcmp(tests[i].name, argv[a]); i++);
+        if (i == n) {
+            fprintf(stderr, "no test %s\n", argv[a]);
+            return 2;
+        }
+        int rc = tests[i].fn();
+        printf("%s: %s\n", argv[a], rc == 0 ? "pass" : rc == VT_SKIP ? "skip" : "FAIL");
+        fflush(stdout);
+        if (rc && (result == 0 || result == VT_SKIP))
+            result = rc == VT_SKIP ? VT_SKIP : 1;
+    }
+    return result;
+}

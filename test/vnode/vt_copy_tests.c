@@ -1,0 +1,182 @@
+/* vnode tests: single copy (process_vm_readv/writev). */
+#define _GNU_SOURCE
+#include "vt.h"
+#include "vt_tests.h"
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+
+#define MIB (1 << 20)
+
+typedef struct {
+    uint64_t buf, wbuf, hole;   /* rank 1's: pattern, written by rank 0, a page then a hole */
+    size_t page;
+} sc_info_t;
+
+static unsigned char pat(size_t i, int which)
+{
+    return (unsigned char) (i * 7 + (i >> 9) + which * 101);
+}
+
+static int sc_body(vt_ctx_t * c)
+{
+    vnode_t *v = c->v;
+    sc_info_t *info = (sc_info_t *) c->scratch;
+    size_t page = sysconf(_SC_PAGESIZE);
+    if (!vnode_single_copy(v)) {
+        if (c->rank == 0)
+            fprintf(stderr, "  single copy is not allowed here (%s): skipped\n",
+                    "process_vm_readv refused between the ranks");
+        return VT_SKIP;
+    }
+    if (c->rank == 1) {
+        unsigned char *buf = malloc(MIB + 4096), *wbuf = calloc(1, MIB + 4096);
+        for (size_t i = 0; i < MIB + 4096; i++)
+            buf[i] = pat(i, 0);
+        char *hole = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(hole != MAP_FAILED && munmap(hole + page, page) == 0, "mmap");
+        for (size_t i = 0; i < page; i++)
+            hole[i] = pat(i, 2);
+        info->buf = (uintptr_t) buf;
+        info->wbuf = (uintptr_t) wbuf;
+        info->hole = (uintptr_t) hole;
+        info->page = page;
+        vt_barrier(c);
+        vt_barrier(c);          /* rank 0 reads and writes */
+        for (size_t i = 0; i < MIB + 4096; i++) {
+            unsigned char want = i == 0 ? 0xA5 : (i >= 5 && i < 5 + MIB) ? pat(i, 1) :
+                (i >= MIB + 100 && i < MIB + 100 + 777) ? pat(i, 3) : 0;
+            CHECK(wbuf[i] == want, "written byte %zu is %#x, not %#x", i, wbuf[i], want);
+        }
+        vt_barrier(c);
+        return 0;
+    }
+    vt_barrier(c);
+    unsigned char *dst = malloc(MIB + 4096), *src = malloc(MIB + 4096);
+    /* 1 byte, 1 MiB, an unaligned odd range */
+    CHECK_OK(v, vnode_read(v, 1, dst, info->buf, 1));
+    CHECK(dst[0] == pat(0, 0), "1-byte read");
+    CHECK_OK(v, vnode_read(v, 1, dst, info->buf, MIB));
+    for (size_t i = 0; i < MIB; i++)
+        CHECK(dst[i] == pat(i, 0), "1 MiB read: byte %zu", i);
+    CHECK_OK(v, vnode_read(v, 1, dst + 5, info->buf + 3, 100001));
+    for (size_t i = 0; i < 100001; i++)
+        CHECK(dst[5 + i] == pat(3 + i, 0), "unaligned read: byte %zu", i);
+    /* readv: 3000 pieces (more than IOV_MAX), gaps between them locally */
+    int n = 3000;
+    struct iovec *iov = malloc(n * sizeof(*iov));
+    size_t off = 0, total = 0;
+    memset(dst, 0xEE, MIB);
+    for (int i = 0; i < n; i++) {
+        size_t l = (i * 37) % 301 + (i % 5 == 0 ? 0 : 1);       /* some empty pieces */
+        iov[i].iov_base = dst + off;
+        iov[i].iov_len = l;
+        off += l + 3;
+        total += l;
+    }
+    CHECK(off < MIB, "iov layout");
+    CHECK_OK(v, vnode_readv(v, 1, iov, n, info->buf + 11, total));
+    size_t r = 11;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < iov[i].iov_len; j++, r++)
+            CHECK(((unsigned char *) iov[i].iov_base)[j] == pat(r, 0), "readv piece %d byte %zu",
+                  i, j);
+    CHECK(dst[iov[0].iov_len] == 0xEE, "readv wrote into a gap");
+    CHECK_OK(v, vnode_readv(v, 1, iov + 1, 1, info->buf, iov[1].iov_len));
+    CHECK(vnode_readv(v, 1, iov, n, info->buf, total + 1) == VNODE_ERR_INVAL,
+          "readv with lengths that disagree");
+    /* writes: 1 byte, 1 MiB unaligned, 777 bytes */
+    unsigned char a5 = 0xA5;
+    CHECK_OK(v, vnode_write(v, 1, &a5, info->wbuf, 1));
+    for (size_t i = 0; i < MIB + 4096; i++)
+        src[i] = pat(i, 1);
+    CHECK_OK(v, vnode_write(v, 1, src + 5, info->wbuf + 5, MIB));
+    for (size_t i = 0; i < MIB + 4096; i++)
+        src[i] = pat(i, 3);
+    CHECK_OK(v, vnode_write(v, 1, src + MIB + 100, info->wbuf + MIB + 100, 777));
+    /* errors: an unmapped page, and a range running into it (partial, then the error) */
+    int rc = vnode_read(v, 1, dst, info->hole + page, 100);
+    CHECK(rc == VNODE_ERR_SYS && strstr(vnode_error(v), "local rank 1"), "read of a hole -> "
+          "%d: %s", rc, vnode_error(v));
+    fprintf(stderr, "  (%s)\n", vnode_error(v));
+    memset(dst, 0, 100);
+    rc = vnode_read(v, 1, dst, info->hole + page - 50, 100);
+    CHECK(rc == VNODE_ERR_SYS && strstr(vnode_error(v), "after 50 bytes"), "read into a hole "
+          "-> %d: %s", rc, vnode_error(v));
+    for (size_t i = 0; i < 50; i++)
+        CHECK(dst[i] == pat(page - 50 + i, 2), "the part before the hole: byte %zu", i);
+    rc = vnode_write(v, 1, src, info->hole + page - 10, 20);
+    CHECK(rc == VNODE_ERR_SYS && strstr(vnode_error(v), "process_vm_writev"), "write into a "
+          "hole -> %d: %s", rc, vnode_error(v));
+    rc = vnode_readv(v, 1, iov, 4, info->hole + page - 20, iov[0].iov_len + iov[1].iov_len +
+                     iov[2].iov_len + iov[3].iov_len);
+    CHECK(rc == VNODE_ERR_SYS, "readv into a hole -> %d", rc);
+    vnode_stats_t s;
+    vnode_get_stats(v, &s);
+    CHECK(s.copy_bytes >= 2 * MIB + 100001 + total, "copy_bytes %llu",
+          (unsigned long long) s.copy_bytes);
+    vt_barrier(c);
+    vt_barrier(c);
+    free(iov);
+    free(dst);
+    free(src);
+    return 0;
+}
+
+int t_single_copy(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(2, sc_body, &o);
+}
+
+/* -- single_copy_refused: ranks run as nobody, rank 1 not dumpable, so rank 0 may not read
+ * it (the kernel's ptrace access check): the node must turn single copy off. -- */
+static int refuse_pre(vt_ctx_t * c)
+{
+    uid_t nobody = 65534;
+    if (geteuid() != 0) {
+        if (c->rank == 0)
+            fprintf(stderr, "  needs root to switch the ranks to uid %u: skipped\n",
+                    (unsigned) nobody);
+        return VT_SKIP;
+    }
+    if (setgroups(0, NULL) < 0 || setresgid(nobody, nobody, nobody) < 0 ||
+        setresuid(nobody, nobody, nobody) < 0) {
+        if (c->rank == 0)
+            fprintf(stderr, "  cannot switch to uid %u (%s): skipped\n", (unsigned) nobody,
+                    strerror(errno));
+        return VT_SKIP;
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* a credential change cleared it */
+    CHECK(prctl(PR_SET_DUMPABLE, c->rank == 1 ? 0 : 1) == 0, "PR_SET_DUMPABLE");
+    return 0;
+}
+
+static int refuse_body(vt_ctx_t * c)
+{
+    vnode_t *v = c->v;
+    uint64_t x = 0;
+    CHECK(vnode_single_copy(v) == 0, "single copy is on although rank 1 is not dumpable");
+    int rc = vnode_read(v, 1 - c->rank, &x, (uintptr_t) & x, 8);
+    CHECK(rc == VNODE_ERR_NOTSUP, "read -> %d: %s", rc, vnode_error(v));
+    rc = vnode_write(v, 1 - c->rank, &x, (uintptr_t) & x, 8);
+    CHECK(rc == VNODE_ERR_NOTSUP, "write -> %d: %s", rc, vnode_error(v));
+    /* packets still flow */
+    vt_traffic_t *t = vt_traffic_new(c, VT_MIX);
+    t->to_send[1 - c->rank] = t->to_recv[1 - c->rank] = 100;
+    vt_traffic(c, t);
+    vt_traffic_free(t);
+    return 0;
+}
+
+int t_single_copy_refused(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1,.pre_init = refuse_pre };
+    return vt_run(2, refuse_body, &o);
+}

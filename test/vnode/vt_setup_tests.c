@@ -1,0 +1,418 @@
+/* vnode tests: malformed cells, cleanup, setup errors. */
+#define _GNU_SOURCE
+#include "vt.h"
+#include "vt_tests.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+/* -- malformed_*: rank 1 writes one bad record by hand; rank 0's poll must refuse it -- */
+enum { M_SRC, M_LEN0, M_LEN_BIG, M_HLEN0, M_HLEN_GT, M_OVERRUN, M_PAD, M_SEQ };
+static const char *const mal_expect[] = {
+    "source field 0", "length 0,", "length 9273,", "header length 0 of a 8-byte",
+    "header length 20 of a 10-byte", "runs past the ring end", "PAD record at cell 0",
+    "sequence"
+};
+
+static void count_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data,
+                     size_t len)
+{
+    ++*(int *) arg;
+}
+
+static int mal_body(vt_ctx_t * c)
+{
+    int kind = *(int *) c->arg;
+    vnode_t *v = c->v;
+    int *count = (int *) c->scratch;
+    if (c->rank == 1) {
+        uint64_t seq, ncells;
+        int sent = 0;
+        unsigned char b[8] = { 0 };
+        /* overrun: one-cell packets up to the ring's last cell, then a 4-cell record */
+        while (kind == M_OVERRUN) {
+            vnode_test_cell(v, 0, &seq, &ncells);
+            if ((seq & (ncells - 1)) == ncells - 1)
+                break;
+            CHECK_OK(v, vnode_send(v, 0, b, sizeof(b), NULL, 0));
+            sent++;
+        }
+        *count = sent;
+        vnode_cell_hdr_t *h = vnode_test_cell(v, 0, &seq, &ncells);
+        h->src = 1;
+        h->hlen = 8;
+        h->len = 8;
+        switch (kind) {
+        case M_SRC:
+            h->src = 0;
+            break;
+        case M_LEN0:
+            h->hlen = 1;
+            h->len = 0;
+            break;
+        case M_LEN_BIG:
+            h->len = (uint32_t) c->cfg.max_pkt + 1;
+            break;
+        case M_HLEN0:
+            h->hlen = 0;
+            break;
+        case M_HLEN_GT:
+            h->hlen = 20;
+            h->len = 10;
+            break;
+        case M_OVERRUN:
+            h->len = 200;
+            break;
+        case M_PAD:
+            h->hlen = VNODE_PAD_HLEN;
+            h->len = (uint32_t) (ncells * VNODE_CELL - VNODE_CELL_HDR);
+            break;
+        case M_SEQ:
+            seq += ncells;      /* a "future" lap */
+            break;
+        }
+        __atomic_store_n(&h->seq, seq, __ATOMIC_RELEASE);
+        vt_barrier(c);
+        vt_barrier(c);
+        return 0;
+    }
+    vt_barrier(c);
+    int got = 0, rc = 0;
+    for (int i = 0; i < 1000 && rc >= 0; i++)
+        rc = vnode_poll(v, count_rx, &got);
+    const char *err = vnode_error(v);
+    CHECK(rc == VNODE_ERR_MALFORMED, "poll -> %d (%s)", rc, err);
+    CHECK(got == *count, "%d packets before the bad one, %d sent", got, *count);
+    CHECK(strstr(err, "from local rank 1") && strstr(err, mal_expect[kind]),
+          "message \"%s\" lacks \"from local rank 1\" or \"%s\"", err, mal_expect[kind]);
+    fprintf(stderr, "  (%s)\n", err);
+    CHECK(vnode_poll(v, count_rx, &got) == VNODE_ERR_MALFORMED && got == *count,
+          "a second poll delivered");
+    vt_barrier(c);
+    return 0;
+}
+
+static int malformed(int kind)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1,.arg = &kind };
+    return vt_run(2, mal_body, &o);
+}
+
+int t_malformed_src(void)
+{
+    return malformed(M_SRC);
+}
+
+int t_malformed_len0(void)
+{
+    return malformed(M_LEN0);
+}
+
+int t_malformed_len_big(void)
+{
+    return malformed(M_LEN_BIG);
+}
+
+int t_malformed_hlen0(void)
+{
+    return malformed(M_HLEN0);
+}
+
+int t_malformed_hlen_gt_len(void)
+{
+    return malformed(M_HLEN_GT);
+}
+
+int t_malformed_overrun(void)
+{
+    return malformed(M_OVERRUN);
+}
+
+int t_malformed_pad(void)
+{
+    return malformed(M_PAD);
+}
+
+int t_malformed_seq(void)
+{
+    return malformed(M_SEQ);
+}
+
+/* -- stale_cells: old payload that looks like the header the receiver expects next must not
+ * be taken for one. Lap 1: 8-cell records whose continuation cells start with the index the
+ * cell will have in lap 2 and a plausible header; then a 3-cell record leaves the receiver's
+ * tail on such a cell. -- */
+static void sc_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data,
+                  size_t len)
+{
+    int *got = arg;
+    size_t want = *got < 128 ? 8 * VNODE_CELL - VNODE_CELL_HDR : 3 * VNODE_CELL - VNODE_CELL_HDR;
+    CHECK(hlen == 8 && hlen + len == want && *(const int *) hdr == *got, "packet %d: hlen %zu "
+          "len %zu, first word %d", *got, hlen, len, *(const int *) hdr);
+    ++*got;
+}
+
+static int stale_body(vt_ctx_t * c)
+{
+    vnode_t *v = c->v;
+    uint64_t seq, ncells;
+    if (c->rank == 1) {
+        vnode_test_cell(v, 0, &seq, &ncells);
+        CHECK(ncells == 1024, "%llu cells", (unsigned long long) ncells);
+        unsigned char pkt[8 * VNODE_CELL];
+        for (int i = 0; i < 129; i++) {
+            size_t k = i < 128 ? 8 : 3, plen = k * VNODE_CELL - VNODE_CELL_HDR;
+            vnode_test_cell(v, 0, &seq, &ncells);
+            memset(pkt, 0, sizeof(pkt));
+            memcpy(pkt, &i, sizeof(i));
+            for (size_t j = 1; j < k; j++) {
+                vnode_cell_hdr_t h = { seq + j + ncells, 8, 1, 8 };
+                memcpy(pkt + j * VNODE_CELL - VNODE_CELL_HDR, &h, sizeof(h));
+            }
+            CHECK_OK(v, vnode_send(v, 0, pkt, 8, pkt + 8, plen - 8));
+            if (i == 127)
+                vt_barrier(c);  /* rank 0 consumed lap 1 */
+        }
+        vt_barrier(c);
+        return 0;
+    }
+    int got = 0;
+    while (got < 128)
+        CHECK(vnode_poll(v, sc_rx, &got) >= 0, "poll: %s", vnode_error(v));
+    vt_barrier(c);
+    while (got < 129)
+        CHECK(vnode_poll(v, sc_rx, &got) >= 0, "poll: %s", vnode_error(v));
+    for (int i = 0; i < 1000; i++)
+        CHECK(vnode_poll(v, sc_rx, &got) == 0, "poll after the last packet: %s",
+              vnode_error(v));
+    vt_barrier(c);
+    return 0;
+}
+
+int t_stale_cells(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(2, stale_body, &o);
+}
+
+/* -- cleanup_kill9: nothing in /dev/shm after attach; a peer killed mid-traffic -- */
+static int kill_body(vt_ctx_t * c)
+{
+    CHECK(vt_shm_entries(c->job) == 0, "/dev/shm has the segment after attach");
+    pid_t *pids = (pid_t *) c->scratch;
+    pids[c->rank] = getpid();
+    vt_traffic_t *t = vt_traffic_new(c, VT_MIX);
+    t->sleep = 1;
+    vt_barrier(c);
+    if (c->rank == 1) {
+        t->to_send[0] = t->to_recv[0] = 1ULL << 40;     /* until killed */
+        vt_traffic(c, t);
+        return 1;
+    }
+    /* traffic both ways, then the kill */
+    unsigned char *buf = malloc(c->cfg.max_pkt);
+    t->to_recv[1] = 1ULL << 40;
+    while (t->recvd[1] < 2000 || t->sent[1] < 2000) {
+        size_t hl, l;
+        vt_packet(&c->cfg, VT_MIX, 0, 1, t->sent[1], &hl, &l, buf);
+        int rc = vnode_send(c->v, 1, buf, hl, buf + hl, l);
+        CHECK(rc == VNODE_OK || rc == VNODE_AGAIN, "send -> %d: %s", rc, vnode_error(c->v));
+        t->sent[1] += rc == VNODE_OK;
+        vt_poll(c, t);
+    }
+    CHECK(kill(pids[1], SIGKILL) == 0, "kill: %s", strerror(errno));
+    for (int i = 0; kill(pids[1], 0) == 0; i++) {      /* until the launcher reaped it */
+        CHECK(i < 10000, "rank 1 still there");
+        vt_sleep_ms(1);
+    }
+    /* whatever it left in the ring is delivered; our sends fill its ring, then AGAIN; its
+     * doorbell is gone (make it look asleep so we ring it) */
+    uint64_t ok = 0, again = 0;
+    for (int i = 0; i < 20000; i++) {
+        size_t hl, l;
+        __atomic_store_n(&vnode_rank(c->v, 1)->sleeping, VNODE_ARMED, __ATOMIC_SEQ_CST);
+        vt_packet(&c->cfg, VT_MIX, 0, 1, t->sent[1], &hl, &l, buf);
+        int rc = vnode_send(c->v, 1, buf, hl, buf + hl, l);
+        CHECK(rc == VNODE_OK || rc == VNODE_AGAIN, "send -> %d: %s", rc, vnode_error(c->v));
+        if (rc == VNODE_OK)
+            t->sent[1]++, ok++;
+        else
+            again++;
+        vt_poll(c, t);
+    }
+    vnode_stats_t s;
+    vnode_get_stats(c->v, &s);
+    CHECK(again > 0 && s.doorbells >= ok, "%llu sent, %llu AGAIN, %llu doorbells",
+          (unsigned long long) ok, (unsigned long long) again,
+          (unsigned long long) s.doorbells);
+    CHECK(vt_shm_entries(c->job) == 0, "/dev/shm has the segment after the kill");
+    free(buf);
+    vt_traffic_free(t);
+    return 0;
+}
+
+int t_cleanup_kill9(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = 1 };
+    return vt_run(2, kill_body, &o);
+}
+
+/* -- two_jobs: two 2-rank jobs at once, different names -- */
+int t_two_jobs(void)
+{
+    pid_t p[2];
+    int ok = 1;
+    for (int i = 0; i < 2; i++) {
+        fflush(NULL);
+        if ((p[i] = fork()) == 0)
+            _exit(t_basic());
+    }
+    for (int i = 0; i < 2; i++) {
+        int st;
+        waitpid(p[i], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "job %d failed (status %#x)\n", i, st);
+            ok = 0;
+        }
+    }
+    return ok ? 0 : 1;
+}
+
+static void one_rank_cfg(vnode_config_t * cfg, const char *job, int nlocal)
+{
+    vnode_config_default(cfg);
+    cfg->job = job;
+    cfg->nlocal = nlocal;
+    cfg->local = 0;
+}
+
+/* -- noshm: /dev/shm too small -- */
+int t_noshm(void)
+{
+    char job[64], err[512] = "", need[32];
+    vnode_config_t cfg;
+    vnode_t *v = (vnode_t *) 1;
+    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 2);
+    cfg.shm_free = 4096;
+    snprintf(need, sizeof(need), "%zu", vnode_segment_bytes(&cfg));
+    int rc = vnode_init(&cfg, &v, err, sizeof(err));
+    fprintf(stderr, "  (%s)\n", err);
+    CHECK(rc == VNODE_ERR_NOSPACE && v == NULL, "vnode_init -> %d", rc);
+    CHECK(strstr(err, need) && strstr(err, "4096") && strstr(err, "ring_bytes"),
+          "message lacks %s, 4096 or ring_bytes", need);
+    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
+    return 0;
+}
+
+/* -- attach_timeout: local rank 1 never comes -- */
+int t_attach_timeout(void)
+{
+    char job[64];
+    vnode_config_t cfg;
+    vnode_t *v;
+    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 3);
+    cfg.attach_timeout_ms = 300;
+    CHECK(vnode_init(&cfg, &v, NULL, 0) == VNODE_OK, "init");
+    int rc = vnode_attach(v);
+    fprintf(stderr, "  (%s)\n", vnode_error(v));
+    CHECK(rc == VNODE_ERR_TIMEOUT && strstr(vnode_error(v), "local ranks 1, 2 (2 of 3) never "
+                                            "attached"), "attach -> %d", rc);
+    vnode_finalize(v);
+    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
+    return 0;
+}
+
+/* -- mismatch: local rank 1 has another ring size -- */
+static void mm_cfg(vnode_config_t * cfg, void *arg)
+{
+    cfg->attach_timeout_ms = 2000;
+    if (cfg->local == 1)
+        cfg->ring_bytes = 131072;
+}
+
+static int mm_body(vt_ctx_t * c)
+{
+    vnode_t *v;
+    CHECK(vnode_init(&c->cfg, &v, NULL, 0) == VNODE_OK, "init");
+    vt_barrier(c);
+    int rc = vnode_attach(v);
+    if (c->rank == 1) {
+        fprintf(stderr, "  (%s)\n", vnode_error(v));
+        CHECK(rc == VNODE_ERR_INVAL && strstr(vnode_error(v), "ring_bytes differs from local "
+                                              "rank 0's: 65536 there, 131072 here"),
+              "attach -> %d", rc);
+    } else {
+        CHECK(rc == VNODE_ERR_TIMEOUT, "attach -> %d: %s", rc, vnode_error(v));
+    }
+    vnode_finalize(v);
+    return 0;
+}
+
+int t_mismatch(void)
+{
+    vt_opts_t o = {.killed_rank = -1,.cfg_hook = mm_cfg };
+    return vt_run(2, mm_body, &o);
+}
+
+/* -- stale: a leftover segment of a dead creator is replaced, a live one's is not -- */
+static void fake_segment(const char *job, uint64_t pid)
+{
+    char name[160];
+    snprintf(name, sizeof(name), "/amlapi-%u-%s", (unsigned) geteuid(), job);
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    CHECK(fd >= 0 && ftruncate(fd, 4096) == 0, "fake segment: %s", strerror(errno));
+    CHECK(pwrite(fd, &pid, 8, offsetof(vnode_seg_hdr_t, creator_pid)) == 8, "pwrite");
+    close(fd);
+}
+
+int t_stale(void)
+{
+    char job[64], err[512];
+    vnode_config_t cfg;
+    vnode_t *v;
+    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 1);
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    waitpid(dead, NULL, 0);
+    fake_segment(job, dead);
+    CHECK(vnode_init(&cfg, &v, err, sizeof(err)) == VNODE_OK, "init over a stale one: %s", err);
+    CHECK_OK(v, vnode_attach(v));
+    vnode_finalize(v);
+    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
+    fake_segment(job, getpid());
+    int rc = vnode_init(&cfg, &v, err, sizeof(err));
+    fprintf(stderr, "  (%s)\n", err);
+    CHECK(rc == VNODE_ERR_SYS && !v && strstr(err, "is alive"), "init over a live one -> %d",
+          rc);
+    CHECK(vt_shm_entries(job) == 1, "the live one was removed");
+    char name[160];
+    snprintf(name, sizeof(name), "/amlapi-%u-%s", (unsigned) geteuid(), job);
+    shm_unlink(name);
+    return 0;
+}
+
+/* -- alone: one local rank -- */
+int t_alone(void)
+{
+    char job[64];
+    vnode_config_t cfg;
+    vnode_t *v;
+    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 1);
+    CHECK(vnode_init(&cfg, &v, NULL, 0) == VNODE_OK, "init");
+    CHECK_OK(v, vnode_attach(v));
+    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
+    CHECK(vnode_single_copy(v) == 1, "single copy to itself is off");
+    CHECK(vnode_arm(v) == VNODE_OK, "arm");
+    CHECK(vnode_poll(v, count_rx, NULL) == 0, "poll");
+    CHECK(vnode_send(v, 0, "x", 1, NULL, 0) == VNODE_ERR_INVAL, "send to itself");
+    uint64_t x = 42, y = 0;
+    CHECK_OK(v, vnode_read(v, 0, &y, (uintptr_t) & x, 8));
+    CHECK(y == 42, "read %llu", (unsigned long long) y);
+    vnode_finalize(v);
+    return 0;
+}

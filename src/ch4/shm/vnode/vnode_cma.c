@@ -72,44 +72,13 @@ static int cma_fail(vnode_t * v, int peer, const char *op, uint64_t raddr, size_
                       n < 0 ? strerror(errno) : "no progress");
 }
 
-/* One contiguous local range against one remote range. */
-static int cma_copy(vnode_t * v, int peer, void *buf, uint64_t raddr, size_t len, bool write)
+/* The local buffers iov (len bytes in all) against the remote range [raddr, raddr + len),
+ * looping over partial transfers: the one copy loop of vnode_read, vnode_write and
+ * vnode_readv. */
+static int cma_xfer(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
+                    size_t len, bool write)
 {
     const char *op = write ? "process_vm_writev" : "process_vm_readv";
-    int rc = cma_check(v, peer, op);
-    if (rc != VNODE_OK)
-        return rc;
-    pid_t pid = (pid_t) VNODE_LOAD(&vnode_rank(v, peer)->pid, RELAXED);
-    size_t done = 0;
-    while (done < len) {
-        struct iovec l = { (char *) buf + done, len - done };
-        struct iovec r = { (void *) (uintptr_t) (raddr + done), len - done };
-        ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0)
-            : process_vm_readv(pid, &l, 1, &r, 1, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return cma_fail(v, peer, op, raddr, len, done, n);
-        done += n;
-        v->stats.copy_bytes += n;
-    }
-    return VNODE_OK;
-}
-
-int vnode_read(vnode_t * v, int peer, void *dst, uint64_t raddr, size_t len)
-{
-    return cma_copy(v, peer, dst, raddr, len, false);
-}
-
-int vnode_write(vnode_t * v, int peer, const void *src, uint64_t raddr, size_t len)
-{
-    return cma_copy(v, peer, (void *) src, raddr, len, true);
-}
-
-int vnode_readv(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
-                size_t len)
-{
-    const char *op = "process_vm_readv";
     int rc = cma_check(v, peer, op);
     if (rc != VNODE_OK)
         return rc;
@@ -117,13 +86,13 @@ int vnode_readv(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint
     for (int i = 0; i < iovcnt; i++)
         sum += iov[i].iov_len;
     if (iovcnt < 0 || sum != len)
-        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_readv of %zu bytes into %d local "
-                          "buffers of %zu bytes", len, iovcnt, sum);
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: %s of %zu bytes with %d local buffers "
+                          "of %zu bytes", op, len, iovcnt, sum);
     pid_t pid = (pid_t) VNODE_LOAD(&vnode_rank(v, peer)->pid, RELAXED);
     struct iovec l[IOV_MAX < 1024 ? IOV_MAX : 1024];
     int nmax = (int) (sizeof(l) / sizeof(l[0]));
-    int idx = 0;                /* first local buffer not yet full */
-    size_t off = 0;             /* bytes of it already filled */
+    int idx = 0;                /* first local buffer not yet done */
+    size_t off = 0;             /* bytes of it already done */
     size_t done = 0;
     while (done < len) {
         /* up to nmax local pieces from (idx, off), against the matching remote range */
@@ -138,7 +107,8 @@ int vnode_readv(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint
             chunk += l[cnt++].iov_len;
         }
         struct iovec r = { (void *) (uintptr_t) (raddr + done), chunk };
-        ssize_t n = process_vm_readv(pid, l, cnt, &r, 1, 0);
+        ssize_t n = write ? process_vm_writev(pid, l, cnt, &r, 1, 0)
+            : process_vm_readv(pid, l, cnt, &r, 1, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -160,4 +130,22 @@ int vnode_readv(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint
         }
     }
     return VNODE_OK;
+}
+
+int vnode_read(vnode_t * v, int peer, void *dst, uint64_t raddr, size_t len)
+{
+    struct iovec l = { dst, len };
+    return cma_xfer(v, peer, &l, 1, raddr, len, false);
+}
+
+int vnode_write(vnode_t * v, int peer, const void *src, uint64_t raddr, size_t len)
+{
+    struct iovec l = { (void *) src, len };
+    return cma_xfer(v, peer, &l, 1, raddr, len, true);
+}
+
+int vnode_readv(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
+                size_t len)
+{
+    return cma_xfer(v, peer, iov, iovcnt, raddr, len, false);
 }

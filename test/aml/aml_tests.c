@@ -36,7 +36,7 @@ typedef struct {
     int src;
     uint64_t salt;
     uint64_t seq;
-    int use_unpack;
+    int use_unpack;             /* 1: unpack; 2: unpack wanting only a third (partial) */
 } msg_hdr_t;
 
 typedef struct rx_state {
@@ -53,6 +53,7 @@ typedef struct rx_state {
     size_t bad_at;
     size_t slot;                /* >0: each source lands at buf + src * slot */
     int bad_count;
+    int over_want;              /* partial receives whose unpack got bytes past `want` */
     /* per completion, in completion order: later messages may complete before a test
      * looks (one aml_progress call can handle several) */
     int checked;
@@ -63,15 +64,27 @@ typedef struct rx_state {
         struct rx_state *r;
         unsigned char *cur;
         size_t len;
+        size_t want, hi;        /* partial: bytes wanted; highest byte unpack got */
+        int rndv;
         msg_hdr_t hdr;
     } msg[16];
 } rx_state_t;
 
 static rx_state_t rx;
+/* the configuration moves partial rendezvous receives partly (aml's get or put rendezvous) */
+static int partial_moves_part;
 
 static void unpack_fn(void *arg, size_t off, const void *data, size_t len)
 {
     struct rx_msg *m = arg;
+    if (off + len > m->hi)
+        m->hi = off + len;
+    if (m->hdr.use_unpack == 2) {       /* keep what is wanted, as a truncating receive */
+        if (off >= m->want)
+            return;
+        if (len > m->want - off)
+            len = m->want - off;
+    }
     memcpy(m->cur + off, data, len);
 }
 
@@ -82,7 +95,10 @@ static void compl_fn(aml_t * aml, void *arg)
     (void) aml;
     r->compl_calls++;
     r->len = m->len;
-    r->bad_at = first_bad(m->cur, m->len, m->hdr.src, m->hdr.salt);
+    r->bad_at = first_bad(m->cur, m->hdr.use_unpack == 2 ? m->want : m->len, m->hdr.src,
+                          m->hdr.salt);
+    if (m->hdr.use_unpack == 2 && m->hi > m->want && m->rndv && partial_moves_part)
+        r->over_want++;
     if (r->bad_at != (size_t) -1)
         r->bad_count++;
     r->done_len[r->done % 256] = m->len;
@@ -109,9 +125,14 @@ static int test_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml
     m->cur = r->buf + (size_t) info->src * r->slot;
     m->len = info->msg_len;
     m->hdr = r->hdr;
+    m->hi = 0;
+    m->rndv = info->protocol == AML_PROTO_RNDV;   /* only a rendezvous moves part */
+    m->want = info->msg_len / 3;
     if (r->hdr.use_unpack) {
         recv->unpack = unpack_fn;
         recv->unpack_arg = m;
+        recv->partial = r->hdr.use_unpack == 2;
+        recv->want = m->want;
     } else {
         recv->buf = m->cur;
     }
@@ -196,7 +217,8 @@ static int t_sizes(rank_ctx_t * c)
     rx_setup(c, max_size);
     CHECK_OK(aml_cntr_init(c->aml, &org, 0));
     CHECK_OK(aml_cntr_init(c->aml, &cmpl, 0));
-    for (int mode = 0; mode < 2; mode++) {
+    /* mode 0: landing buffer; 1: unpack; 2: unpack wanting a third (a truncating receive) */
+    for (int mode = 0; mode < 3; mode++) {
         for (size_t k = 0; k < NSIZES && sizes[k] <= max_size; k++, salt++) {
             size_t n = sizes[k];
             if (c->rank == 0) {
@@ -221,6 +243,8 @@ static int t_sizes(rank_ctx_t * c)
         }
     }
     CHECK(rx.order_errors == 0, "order");
+    CHECK(rx.over_want == 0, "%d partial rendezvous receives moved more than they wanted",
+          rx.over_want);
     if (c->rank == 0) {
         int64_t v = AML_PROTO_ONEPACKET, e = AML_PROTO_EAGER, r = AML_PROTO_RNDV;
         int64_t a = AML_PROTO_ADAPTIVE, credits, proto;
@@ -254,6 +278,7 @@ static void force_rndv(aml_config_t * cfg)
 {
     cfg->protocol = AML_PROTO_RNDV;
     cfg->rndv_ucx = 0;  /* aml's own get-based rendezvous */
+    partial_moves_part = 1;
 }
 
 static void force_rndv_put(aml_config_t * cfg)
@@ -261,6 +286,7 @@ static void force_rndv_put(aml_config_t * cfg)
     cfg->protocol = AML_PROTO_RNDV;
     cfg->rndv_ucx = 0;
     cfg->rndv_put = 1;
+    partial_moves_part = 1;
 }
 
 static void force_rndv_ucx(aml_config_t * cfg)
@@ -271,12 +297,14 @@ static void force_rndv_ucx(aml_config_t * cfg)
 static void rndv_get(aml_config_t * cfg)
 {
     cfg->rndv_ucx = 0;
+    partial_moves_part = 1;
 }
 
 static void rndv_put(aml_config_t * cfg)
 {
     cfg->rndv_ucx = 0;
     cfg->rndv_put = 1;
+    partial_moves_part = 1;
 }
 
 static void force_adaptive(aml_config_t * cfg)

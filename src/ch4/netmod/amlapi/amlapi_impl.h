@@ -19,6 +19,7 @@ typedef struct {
     int interrupt;              /* progress mode interrupt: sleep on efd when idle */
     int efd;
     int idle;                   /* call MPIDI_AMLAPI_progress_idle after an empty blocking poll */
+    int oversub;                /* polling mode on an oversubscribed node: idle sleeps on efd */
     int coproc;                 /* progress mode coprocessor: MPICH's progress thread runs */
     int coproc_sleeps;          /* ... and sleeps on efd when idle (app is SINGLE/FUNNELED) */
 } MPIDI_AMLAPI_global_t;
@@ -108,6 +109,7 @@ int MPIDI_AMLAPI_iprobe(int source, int tag, MPIR_Comm * comm, int context_offse
 
 
 /* amlapi_progress.c: the progress modes */
+int MPIDI_AMLAPI_oversubscribed(void);
 int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
 int MPIDI_AMLAPI_progress_idle(void);
 int MPIDI_AMLAPI_coproc_progressed(int events);

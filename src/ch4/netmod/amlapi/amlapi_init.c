@@ -152,9 +152,12 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Polling mode: whether an idle blocked call gives up the CPU (sched_yield) after an
-        empty poll. -1 decides at MPI_Init: yes when this node runs more ranks than it has
-        cores (hwloc, allowed cores only); 0 never; 1 always.
+        Polling mode on an oversubscribed node: a blocked call that finds nothing to do
+        sleeps as in interrupt mode (on the event fd that vnode doorbells and UCX share,
+        at most MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT ms) instead of spinning, so the rank it
+        waits for gets the core (spinning, or sched_yield, which keeps the core under
+        Linux's CFS, starves it). -1 decides at MPI_Init: yes when this node runs more ranks
+        than it has cores (hwloc, allowed cores only); 0 never; 1 always.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE
       category    : CH4_AMLAPI
@@ -345,6 +348,11 @@ static int read_config(aml_config_t * cfg)
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
                              "MPIR_CVAR_AMLAPI_PROGRESS_MODE",
                              "(use polling, interrupt or coprocessor)");
+    /* oversubscribed polling sleeps like interrupt mode: it needs the event fd too */
+    MPIDI_AMLAPI_global.oversub = cfg->progress_mode == AML_PROGRESS_POLLING &&
+        MPIDI_AMLAPI_oversubscribed();
+    if (MPIDI_AMLAPI_global.oversub)
+        cfg->progress_mode = AML_PROGRESS_INTERRUPT;
 
     if (MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT < 1 || MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT > 1000) {
         snprintf(buf, sizeof(buf), "%d (must be 1..1000)", MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT);
@@ -418,8 +426,8 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
                MPIR_CVAR_AMLAPI_LANES);
         printf("rendezvous: %s\n", MPIR_CVAR_AMLAPI_RNDV_MODE);
         printf("progress: %s%s%s\n", MPIR_CVAR_AMLAPI_PROGRESS_MODE,
-               !MPIDI_AMLAPI_global.interrupt && MPIDI_AMLAPI_global.idle ?
-               " (oversubscribed: idle polls yield)" : "",
+               MPIDI_AMLAPI_global.oversub ?
+               " (oversubscribed: blocked calls sleep when idle)" : "",
                MPIDI_AMLAPI_global.coproc_sleeps ? " (helper sleeps when idle)" :
                MPIDI_AMLAPI_global.coproc ? " (helper polls)" : "");
         printf("=======================\n");

@@ -1,8 +1,9 @@
 /*
  * amlapi netmod: the progress modes (seed 000 §6.1, seed 002), chosen by
  * MPIR_CVAR_AMLAPI_PROGRESS_MODE:
- *   polling     - blocked calls spin on aml_progress; on an oversubscribed node an empty poll
- *                 gives up the CPU (sched_yield);
+ *   polling     - blocked calls spin on aml_progress; on an oversubscribed node they sleep
+ *                 after an empty poll, as in interrupt mode (sched_yield, tried first, keeps
+ *                 the core under CFS: the spinning ranks starve the ones they wait for);
  *   interrupt   - a blocked call that found nothing arms the UCX worker and sleeps on its
  *                 event fd without MPICH's lock (no hysteresis);
  *   coprocessor - a helper thread keeps aml progressing while the application computes. The
@@ -17,7 +18,6 @@
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 #include <poll.h>
-#include <sched.h>
 #include <hwloc.h>
 
 /* Cores this process may run on (hwloc, allowed cores only); 0 when unknown. */
@@ -57,15 +57,22 @@ static int sleep_on_fd(void)
 }
 
 /* A blocked MPI call found nothing to do (MPIDI_NM_progress with blocking set and an empty
- * poll). Interrupt mode: sleep on the event fd. Polling mode on an oversubscribed node: give
- * the CPU to the rank we are waiting for. */
+ * poll): interrupt mode, or polling on an oversubscribed node, sleeps on the event fd. */
 int MPIDI_AMLAPI_progress_idle(void)
 {
-    if (MPIDI_AMLAPI_global.interrupt)
-        sleep_on_fd();
-    else
-        sched_yield();
+    sleep_on_fd();
     return MPI_SUCCESS;
+}
+
+/* Polling mode: does this rank share its cores (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED)? Decided
+ * before aml_init, which must then provide the event fd. */
+int MPIDI_AMLAPI_oversubscribed(void)
+{
+    int cores;
+    if (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED >= 0)
+        return MPIR_CVAR_AMLAPI_OVERSUBSCRIBED > 0;
+    cores = allowed_cores();
+    return cores > 0 && MPIR_Process.local_size > cores;
 }
 
 /* Coprocessor mode: a nonblocking poll handled `events`. On the helper thread (any thread but
@@ -97,20 +104,15 @@ int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg)
     static int registered;
 
     MPIDI_AMLAPI_global.coproc = !strcmp(m, "coprocessor");
+    /* read_config set the aml mode: interrupt for interrupt and coprocessor modes, and for
+     * polling on an oversubscribed node (global.oversub) */
     MPIDI_AMLAPI_global.interrupt = !MPIDI_AMLAPI_global.coproc &&
         cfg->progress_mode == AML_PROGRESS_INTERRUPT;
     if (cfg->progress_mode == AML_PROGRESS_INTERRUPT) {
         rc = aml_event_fd(MPIDI_AMLAPI_global.aml, &MPIDI_AMLAPI_global.efd);
         MPIDI_AMLAPI_CHK(rc, "aml_event_fd");
     }
-    if (MPIDI_AMLAPI_global.interrupt) {
-        MPIDI_AMLAPI_global.idle = 1;
-    } else if (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED >= 0) {
-        MPIDI_AMLAPI_global.idle = MPIR_CVAR_AMLAPI_OVERSUBSCRIBED;
-    } else {
-        int cores = allowed_cores();
-        MPIDI_AMLAPI_global.idle = cores > 0 && MPIR_Process.local_size > cores;
-    }
+    MPIDI_AMLAPI_global.idle = MPIDI_AMLAPI_global.interrupt;
     if (MPIDI_AMLAPI_global.coproc) {
         /* MPID_Init was handed &MPIR_ThreadInfo.thread_provided and set it to the level the
          * application asked for; MPICH starts its progress thread after MPID_Init when

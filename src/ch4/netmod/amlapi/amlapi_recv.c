@@ -133,14 +133,24 @@ void MPIDI_AMLAPI_recv_landing(MPIR_Request * rreq, MPI_Aint len, aml_recv_t * r
     }
     if (!contig && keep > 0) {
         REQ(rreq).pack_buf = MPL_malloc(keep, MPL_MEM_BUFFER);
-        if (!REQ(rreq).pack_buf)
-            MPIDI_AMLAPI_fatal("out of memory staging a %ld-byte message", (long) keep);
+        if (!REQ(rreq).pack_buf) {
+            /* no room to stage it: this receive fails (the error handler decides), the
+             * message is consumed and dropped as it arrives, and the job goes on */
+            rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE,
+                                                          __func__, __LINE__, MPI_ERR_OTHER,
+                                                          "**nomem", "**nomem %s",
+                                                          "amlapi receive staging buffer");
+            MPIR_STATUS_SET_COUNT(rreq->status, 0);
+            keep = 0;
+        }
     }
     if (keep == len) {
         recv->buf = REQ(rreq).pack_buf;
     } else {
         recv->unpack = truncated_piece;
         recv->unpack_arg = rreq;
+        recv->partial = 1;      /* a rendezvous then moves only what fits */
+        recv->want = keep;
     }
     recv->compl_fn = staged_done;
 }

@@ -202,6 +202,10 @@ typedef struct aml_recv {
     void *buf;                  /* contiguous landing area of msg_len bytes, or NULL */
     aml_unpack_fn_t unpack;     /* used when buf == NULL: called per piece, in order */
     void *unpack_arg;
+    int partial;                /* with unpack: only the first `want` bytes matter (a receive
+                                 * shorter than the message). A rendezvous by get or put moves
+                                 * only those; other protocols hand unpack everything. */
+    size_t want;
     aml_compl_fn_t compl_fn;    /* runs in the dispatcher after all data landed; may send */
     void *compl_arg;
     int defer;                  /* when info->msg is a handle: no landing yet; the embedder decides

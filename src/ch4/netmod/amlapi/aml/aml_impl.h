@@ -131,6 +131,7 @@ typedef struct aml_rmsg {
     void *tport_desc;           /* transport rendezvous: the transport's data descriptor */
     aml_tport_op_t op;          /* the pull or transport-rendezvous receive */
     void *bounce;               /* rendezvous into an unpack handler; adaptive: staging */
+    size_t moved;               /* rendezvous: bytes its landing takes (aml_rmsg_landing) */
     uint64_t src_addr;          /* rendezvous: the sender's buffer */
     aml_hent_t dh;              /* in aml->deferred while the landing is deferred, key =
                                  * handle */
@@ -454,7 +455,7 @@ void aml_rx_complete(aml_t * aml, int src, aml_cntr_t * tgt_cntr, const aml_recv
                      bool want_cmpl, uint64_t msg_id, bool counted);
 void aml_rx_counted_done(aml_t * aml, int src);
 void aml_defer_add(aml_t * aml, aml_rmsg_t * r);
-void *aml_rmsg_landing(aml_t * aml, aml_rmsg_t * r);
+void *aml_rmsg_landing(aml_t * aml, aml_rmsg_t * r, bool can_part);
 void aml_rmsg_landed(aml_t * aml, aml_rmsg_t * r, bool want_cmpl);
 
 /* A message from src that is not complete when its first packet (or scout) was handled,

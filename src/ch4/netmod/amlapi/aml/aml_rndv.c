@@ -108,12 +108,13 @@ static void pulled_op_done(aml_tport_op_t * op)
 static void pull(aml_t * aml, aml_rmsg_t * r)
 {
     aml_peer_t *p = &aml->peers[r->src];
-    void *dst = aml_rmsg_landing(aml, r);
+    void *dst = aml_rmsg_landing(aml, r, true);
     r->op.done = pulled_op_done;
     r->op.aml = aml;
     r->op.peer = r->src;
-    r->op.len = r->len;
-    if (p->tport->get(p->ep, dst, r->src_addr, r->rkey, &r->op) == AML_TPORT_DONE)
+    r->op.len = r->moved;
+    if (r->moved == 0 ||
+        p->tport->get(p->ep, dst, r->src_addr, r->rkey, &r->op) == AML_TPORT_DONE)
         pulled(aml, r);
 }
 

@@ -73,11 +73,11 @@ void aml_rndv_put_recv_rtr(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     if (!m || m->peer != (int) pkt->src || m->put_state != AML_PUT_WAIT_RTR)
         aml_fatal_pkt(aml, pkt, "ready-to-receive for message %llu, which awaits none from "
                       "this peer", (unsigned long long) pkt->msg_id);
-    if (pkt->msg_len != m->len || pkt->aux0 == 0 || pkt->aux0 != len)
+    if (pkt->msg_len > m->len || pkt->aux0 == 0 || pkt->aux0 != len)
         aml_fatal_pkt(aml, pkt, "ready-to-receive of %llu bytes with a %zu-byte rkey (header "
                       "says %llu) for a %zu-byte message", (unsigned long long) pkt->msg_len,
                       len, (unsigned long long) pkt->aux0, m->len);
-    if (pkt->addr + m->len < pkt->addr)
+    if (pkt->addr + pkt->msg_len < pkt->addr)
         aml_fatal_pkt(aml, pkt, "landing range wraps around");
     if (p->tport->rkey_unpack(p->ep, data, len, &m->put_rkey) != AML_OK)
         aml_fatal_pkt(aml, pkt, "rkey does not unpack");
@@ -85,8 +85,9 @@ void aml_rndv_put_recv_rtr(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     m->op.done = put_op_done;
     m->op.aml = aml;
     m->op.peer = m->peer;
-    m->op.len = m->len;
-    if (p->tport->put(p->ep, m->data, pkt->addr, m->put_rkey, &m->op) == AML_TPORT_DONE)
+    m->op.len = pkt->msg_len;  /* less than the message when the receive is truncated */
+    if (m->op.len == 0 ||
+        p->tport->put(p->ep, m->data, pkt->addr, m->put_rkey, &m->op) == AML_TPORT_DONE)
         put_flushed(aml, m);
 }
 
@@ -111,11 +112,12 @@ void aml_rndv_put_recv_done(aml_t * aml, const aml_pkt_t * pkt, aml_smsg_t * m)
 void aml_rndv_put_ready(aml_t * aml, aml_rmsg_t * r)
 {
     const aml_tport_t *t = aml->peers[r->src].tport;
-    void *rkey_buf = NULL, *dst = aml_rmsg_landing(aml, r);
+    void *rkey_buf = NULL, *dst = aml_rmsg_landing(aml, r, true);
     size_t rkey_len;
     aml_sdesc_t *d;
 
-    if (t->mem_map(aml, dst, r->len, &r->memh) != AML_OK ||
+    /* an empty landing (nothing wanted) is still exposed, one byte long, to keep one path */
+    if (t->mem_map(aml, dst, r->moved ? r->moved : 1, &r->memh) != AML_OK ||
         t->rkey_pack(aml, r->memh, &rkey_buf, &rkey_len) != AML_OK ||
         rkey_len > aml->packet_size - sizeof(aml_pkt_t))
         aml_fatal(aml, "cannot expose a %zu-byte landing to rank %d for a rendezvous put",
@@ -125,7 +127,8 @@ void aml_rndv_put_ready(aml_t * aml, aml_rmsg_t * r)
         aml_fatal(aml, "out of memory sending to rank %d", r->src);
     aml_pkt_init(aml, &d->u.pkt, AML_PKT_RNDV_RTR, r->src);
     d->u.pkt.msg_id = r->msg_id;
-    d->u.pkt.msg_len = r->len;
+    d->u.pkt.msg_len = r->moved;      /* what the sender puts: all, or what a truncated
+                                         * receive keeps */
     d->u.pkt.addr = (uintptr_t) dst;
     d->u.pkt.aux0 = rkey_len;
     d->op.peer = r->src;

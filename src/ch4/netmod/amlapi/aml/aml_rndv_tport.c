@@ -77,7 +77,7 @@ static void landed_op_done(aml_tport_op_t * op)
 /* Lands a transport-rendezvous message where its handler (or aml_accept) said. */
 void aml_rndv_tport_recv(aml_t * aml, aml_rmsg_t * r)
 {
-    void *dst = aml_rmsg_landing(aml, r);
+    void *dst = aml_rmsg_landing(aml, r, false);
     r->op.done = landed_op_done;
     r->op.aml = aml;
     r->op.peer = r->src;

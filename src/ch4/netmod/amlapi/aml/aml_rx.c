@@ -95,14 +95,20 @@ void aml_defer_add(aml_t * aml, aml_rmsg_t * r)
     aml_htab_put(&aml->deferred, &r->dh, r->handle);
 }
 
-/* Where the data of r lands: the handler's buffer, or a bounce buffer for an unpack handler. */
-void *aml_rmsg_landing(aml_t * aml, aml_rmsg_t * r)
+/* Where the data of r lands: the handler's buffer, or a bounce buffer for an unpack handler,
+ * of only the bytes it wants when it said so and the transport lets a rendezvous move part of
+ * a message (get and put can; ucx's own rendezvous cannot): a truncated receive of a large
+ * message costs no buffer of the message's size. Sets r->moved. */
+void *aml_rmsg_landing(aml_t * aml, aml_rmsg_t * r, bool can_part)
 {
+    r->moved = r->len;
     if (r->recv.buf)
         return r->recv.buf;
-    r->bounce = malloc(r->len);
+    if (can_part && r->recv.partial && r->recv.want < r->len)
+        r->moved = r->recv.want;
+    r->bounce = malloc(r->moved ? r->moved : 1);
     if (!r->bounce)
-        aml_fatal(aml, "out of memory for a %zu-byte bounce buffer", r->len);
+        aml_fatal(aml, "out of memory for a %zu-byte bounce buffer", r->moved);
     return r->bounce;
 }
 
@@ -111,7 +117,7 @@ void *aml_rmsg_landing(aml_t * aml, aml_rmsg_t * r)
 void aml_rmsg_landed(aml_t * aml, aml_rmsg_t * r, bool want_cmpl)
 {
     if (r->bounce) {
-        aml_deliver(aml, &r->recv, 0, r->bounce, r->len);
+        aml_deliver(aml, &r->recv, 0, r->bounce, r->moved);
         free(r->bounce);
     }
     aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, want_cmpl, r->msg_id, true);

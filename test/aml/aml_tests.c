@@ -1327,8 +1327,10 @@ static int t_send_fail(rank_ctx_t * c)
     rx_setup(c, sizeof(data));
     test_barrier(c);
     if (c->rank == 0) {
+        /* a header rank 1's handler accepts: it must not die of a refused message first */
+        msg_hdr_t h = { 0, 1, 0, 0 };
         aml_debug_fail_send(c->aml, 2);
-        aml_amsend(c->aml, 1, 3, NULL, 0, data, sizeof(data), NULL, NULL, NULL);
+        aml_amsend(c->aml, 1, 3, &h, sizeof(h), data, sizeof(data), NULL, NULL, NULL);
         return 1;               /* not reached: the send is fatal */
     }
     for (;;)

@@ -16,9 +16,10 @@ typedef struct {
     MPI_Aint am_onepacket_max;  /* MPIDIG header + data of a one-packet message */
     MPI_Aint packet_size;
     MPI_Aint eager_limit;
-    int interrupt;              /* progress mode interrupt: sleep on efd when idle */
+    int interrupt;              /* a blocked call that finds nothing sleeps on efd
+                                 * (MPIDI_AMLAPI_progress_idle): interrupt mode, or polling
+                                 * on an oversubscribed node */
     int efd;
-    int idle;                   /* call MPIDI_AMLAPI_progress_idle after an empty blocking poll */
     int oversub;                /* polling mode on an oversubscribed node: idle sleeps on efd */
     int coproc;                 /* progress mode coprocessor: MPICH's progress thread runs */
     int coproc_sleeps;          /* ... and sleeps on efd when idle (app is SINGLE/FUNNELED) */

@@ -112,7 +112,6 @@ int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg)
         rc = aml_event_fd(MPIDI_AMLAPI_global.aml, &MPIDI_AMLAPI_global.efd);
         MPIDI_AMLAPI_CHK(rc, "aml_event_fd");
     }
-    MPIDI_AMLAPI_global.idle = MPIDI_AMLAPI_global.interrupt;
     if (MPIDI_AMLAPI_global.coproc) {
         /* MPID_Init was handed &MPIR_ThreadInfo.thread_provided and set it to the level the
          * application asked for; MPICH starts its progress thread after MPID_Init when

@@ -11,7 +11,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
     /* coprocessor mode: MPICH's progress thread polls without blocking */
     if (unlikely(MPIDI_AMLAPI_global.coproc_sleeps) && !blocking)
         return MPIDI_AMLAPI_coproc_progressed(n);
-    if (n == 0 && blocking && MPIDI_AMLAPI_global.idle)
+    if (n == 0 && blocking && MPIDI_AMLAPI_global.interrupt)
         return MPIDI_AMLAPI_progress_idle();
     return MPI_SUCCESS;
 }

@@ -386,7 +386,7 @@ static const struct {
     {"cleanup_kill9", t_cleanup_kill9}, {"two_jobs", t_two_jobs}, {"noshm", t_noshm},
     {"attach_timeout", t_attach_timeout}, {"mismatch", t_mismatch}, {"stale", t_stale},
     {"alone", t_alone}, {"single_copy", t_single_copy},
-    {"single_copy_refused", t_single_copy_refused},
+    {"single_copy_refused", t_single_copy_refused}, {"shared_copy", t_shared_copy},
 };
 
 int main(int argc, char **argv)

@@ -180,3 +180,116 @@ int t_single_copy_refused(void)
     vt_opts_t o = {.setup = 1,.killed_rank = -1,.pre_init = refuse_pre };
     return vt_run(2, refuse_body, &o);
 }
+
+/* -- shared_copy: rank 1 exports ranges; rank 0 copies them with vnode_copy_shared while rank
+ * 1 helps from the other end (vnode_help), reading and writing, whole and partial; a second
+ * copy of one key is plain; stale and mismatched keys are malformed. -- */
+#define SH_N 200
+typedef struct {
+    uint64_t src, dst;          /* rank 1's: pattern to read, buffer rank 0 writes */
+    uint64_t key_r[SH_N], key_w[SH_N];
+    volatile int stop;          /* rank 0 finished: rank 1 stops helping */
+    volatile uint64_t helped;
+} sh_info_t;
+
+static int sh_body(vt_ctx_t * c)
+{
+    vnode_t *v = c->v;
+    sh_info_t *info = (sh_info_t *) c->scratch;
+    if (!vnode_single_copy(v)) {
+        if (c->rank == 0)
+            fprintf(stderr, "  single copy is not allowed here: skipped\n");
+        return VT_SKIP;
+    }
+    if (c->rank == 1) {
+        unsigned char *src = malloc(MIB), *dst = calloc(1, MIB);
+        for (size_t i = 0; i < MIB; i++)
+            src[i] = pat(i, 4);
+        info->src = (uintptr_t) src;
+        info->dst = (uintptr_t) dst;
+        /* one export per copy: a rendezvous exports each message */
+        for (int i = 0; i < SH_N; i++) {
+            CHECK_OK(v, vnode_export(v, src, MIB, &info->key_r[i]));
+            CHECK(info->key_r[i] != 0 || i >= 64, "export %d got no key", i);
+            if (i >= 32) {      /* give slots back: at most 64 exist */
+                vnode_unexport(v, info->key_r[i - 32]);
+                info->key_r[i - 32] = 0;
+            }
+        }
+        CHECK_OK(v, vnode_export(v, dst, MIB, &info->key_w[0]));
+        vt_barrier(c);
+        while (!info->stop)
+            CHECK(vnode_help(v) >= 0, "help: %s", vnode_error(v));
+        vnode_stats_t s;
+        vnode_get_stats(v, &s);
+        info->helped = s.helped_bytes;
+        vt_barrier(c);
+        /* writes: rank 0 wrote its pattern into dst[100, 100 + MIB - 200) */
+        vnode_unexport(v, info->key_w[0]);
+        for (size_t i = 0; i < MIB; i++) {
+            unsigned char want = i >= 100 && i < MIB - 100 ? pat(i, 5) : 0;
+            CHECK(dst[i] == want, "written byte %zu is %#x, not %#x", i, dst[i], want);
+        }
+        for (int i = 0; i < SH_N; i++)
+            vnode_unexport(v, info->key_r[i]);
+        vt_barrier(c);
+        return 0;
+    }
+    vt_barrier(c);
+    unsigned char *dst = malloc(MIB), *src = malloc(MIB);
+    vnode_share_t s;
+    int copies = 0;
+    for (int i = SH_N - 32; i < SH_N; i++) {
+        uint64_t key = info->key_r[i];
+        if (!key)
+            continue;
+        memset(dst, 0, MIB);
+        /* the whole range, or from offset 4096 on (a truncated receive reads less) */
+        size_t off = i % 2 ? 4096 : 0, len = MIB - off - (i % 3) * 1000;
+        int rc = vnode_copy_shared(v, 1, key, 0, dst, info->src + off, len, &s);
+        while (rc == VNODE_AGAIN)
+            rc = vnode_share_test(v, &s);
+        CHECK(rc == VNODE_OK, "copy %d -> %d: %s", i, rc, vnode_error(v));
+        for (size_t j = 0; j < len; j++)
+            CHECK(dst[j] == pat(off + j, 4), "copy %d byte %zu", i, j);
+        copies++;
+    }
+    CHECK(copies == 32, "%d copies", copies);
+    /* a second copy of a key is a plain one */
+    memset(dst, 0, MIB);
+    CHECK_OK(v, vnode_copy_shared(v, 1, info->key_r[SH_N - 1], 0, dst, info->src, MIB, &s));
+    CHECK(dst[MIB - 1] == pat(MIB - 1, 4), "second copy");
+    /* a range the key does not describe, a stale key */
+    int rc = vnode_copy_shared(v, 1, info->key_r[SH_N - 2], 0, dst, info->src + 8, MIB, &s);
+    CHECK(rc == VNODE_ERR_MALFORMED && vnode_error_peer(v) == 1 &&
+          strstr(vnode_error(v), "does not describe"), "out of range -> %d: %s", rc,
+          vnode_error(v));
+    rc = vnode_copy_shared(v, 1, info->key_r[SH_N - 3] + 0x100, 0, dst, info->src, MIB, &s);
+    CHECK(rc == VNODE_ERR_MALFORMED, "stale key -> %d: %s", rc, vnode_error(v));
+    /* a write into rank 1's range */
+    for (size_t i = 0; i < MIB; i++)
+        src[i] = pat(i, 5);
+    rc = vnode_copy_shared(v, 1, info->key_w[0], 1, src + 100, info->dst + 100, MIB - 200, &s);
+    while (rc == VNODE_AGAIN)
+        rc = vnode_share_test(v, &s);
+    CHECK(rc == VNODE_OK, "write -> %d: %s", rc, vnode_error(v));
+    vnode_stats_t st;
+    vnode_get_stats(v, &st);
+    CHECK(st.shared_copies == 33, "shared_copies %llu", (unsigned long long) st.shared_copies);
+    info->stop = 1;
+    vt_barrier(c);
+    /* helping happened: rank 1 spun in vnode_help through 32 copies of 1 MiB */
+    CHECK(info->helped > 0, "the exporter copied nothing");
+    fprintf(stderr, "  exporter copied %.0f%% of the bytes\n",
+            100.0 * info->helped / (33.0 * MIB));
+    vt_barrier(c);
+    free(dst);
+    free(src);
+    return 0;
+}
+
+int t_shared_copy(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(2, sh_body, &o);
+}

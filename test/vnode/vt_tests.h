@@ -29,6 +29,7 @@ int t_basic(void);
 /* vt_copy_tests.c */
 int t_single_copy(void);
 int t_single_copy_refused(void);
+int t_shared_copy(void);
 
 /* vt_bench.c */
 int vt_bench(void);

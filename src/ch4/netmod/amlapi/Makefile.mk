@@ -55,7 +55,8 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/shm/vnode/vnode_seg.c \
                     src/mpid/ch4/shm/vnode/vnode_ring.c \
                     src/mpid/ch4/shm/vnode/vnode_bell.c \
-                    src/mpid/ch4/shm/vnode/vnode_cma.c
+                    src/mpid/ch4/shm/vnode/vnode_cma.c \
+                    src/mpid/ch4/shm/vnode/vnode_share.c
 
 errnames_txt_files += src/mpid/ch4/netmod/amlapi/errnames.txt
 

@@ -42,9 +42,10 @@ static void pv_qenv_value(void *addr, void *obj, int count, void *buf)
     *(unsigned long long *) buf = (unsigned long long) v;
 }
 
-static int pv_vnode_keys[7] = {
+static int pv_vnode_keys[9] = {
     AML_Q_VNODE_PKTS, AML_Q_VNODE_RING_FULL, AML_Q_VNODE_DOORBELLS, AML_Q_VNODE_COPY_BYTES,
-    AML_Q_VNODE_FALLBACK, AML_Q_VNODE_PEERS, AML_Q_VNODE_SINGLE_COPY
+    AML_Q_VNODE_FALLBACK, AML_Q_VNODE_PEERS, AML_Q_VNODE_SINGLE_COPY, AML_Q_VNODE_SHARED_COPIES,
+    AML_Q_VNODE_HELPED_BYTES
 };
 
 #define PV_FLAGS (MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS)
@@ -122,6 +123,12 @@ int MPIDI_AMLAPI_p2p_init(void)
     PV_REG(MPI_T_PVAR_CLASS_LEVEL, "amlapi_vnode_single_copy", &pv_vnode_keys[6],
            pv_qenv_value, "1 when large on-node messages move by single copy, 0 when they go "
            "through the FIFOs");
+    PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_vnode_shared_copies", &pv_vnode_keys[7],
+           pv_qenv_value, "on-node single copies this rank made together with the peer whose "
+           "buffer it copied (MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY)");
+    PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_vnode_helped_bytes", &pv_vnode_keys[8],
+           pv_qenv_value, "bytes this rank copied, from its progress, of single copies its "
+           "on-node peers made of its buffers");
   fn_exit:
     return mpi_errno;
   fn_fail:

@@ -55,6 +55,8 @@ typedef struct vnode_config {
                                  * (tests force a too-small /dev/shm with it) */
     int attach_timeout_ms;      /* vnode_attach waits this long for the other local ranks
                                  * (0: 60000) */
+    size_t share_min;           /* vnode_copy_shared shares copies of at least this many
+                                 * bytes with the exporter (0: never); default 32768 */
 } vnode_config_t;
 
 #define VNODE_MAX_LOCAL  1024
@@ -123,12 +125,40 @@ int vnode_write(vnode_t * v, int peer, const void *src, uint64_t raddr, size_t l
 int vnode_readv(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
                 size_t len);
 
+/* -- shared single copy: two cores on one large message --
+ * A rank exports a range it sends from (or lands into); the key goes to the one peer that
+ * copies it (in a rendezvous scout or RTR). That peer's vnode_copy_shared splits the copy in
+ * chunks and takes them one by one; the exporter, from its own progress (vnode_help), takes
+ * chunks of the same copy from the other end, so both ranks' cores copy at once. Neither
+ * waits for the other: a claimer whose exporter makes no call copies every chunk itself. The
+ * exporter keeps the range unchanged until vnode_unexport, after the claimer said (by a
+ * packet) that its copy is complete. */
+/* *key = a key for the range (0 when every slot is taken: copies are then plain). */
+int vnode_export(vnode_t * v, void *addr, size_t len, uint64_t * key);
+void vnode_unexport(vnode_t * v, uint64_t key);
+typedef struct vnode_share {
+    void *slot;                 /* the exporter's slot while its chunks are in flight */
+    uint64_t len;
+} vnode_share_t;
+/* Copies len bytes between local and peer's raddr (write: to it, else from it), within the
+ * range peer exported as key (0: a plain copy). VNODE_OK when done, VNODE_AGAIN when the
+ * exporter still copies a chunk (call vnode_share_test until VNODE_OK), or an error: a key
+ * that does not describe [raddr, raddr + len) is VNODE_ERR_MALFORMED naming the peer. */
+int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *local,
+                      uint64_t raddr, size_t len, vnode_share_t * s);
+int vnode_share_test(vnode_t * v, vnode_share_t * s);
+/* The exporter's part: copies chunks of this rank's exports that peers are copying. Returns
+ * the chunks copied, or an error naming the peer. Cheap when nothing is exported. */
+int vnode_help(vnode_t * v);
+
 /* -- counters (MPI_T pvars upstairs) -- */
 typedef struct vnode_stats {
     uint64_t pkts_sent, pkts_recv;
     uint64_t ring_full;         /* vnode_send calls that returned VNODE_AGAIN */
     uint64_t doorbells;         /* doorbells rung */
-    uint64_t copy_bytes;        /* bytes moved by single copy */
+    uint64_t copy_bytes;        /* bytes moved by single copy (shared copies included) */
+    uint64_t shared_copies;     /* vnode_copy_shared calls that shared with the exporter */
+    uint64_t helped_bytes;      /* bytes this rank copied for peers' copies (vnode_help) */
 } vnode_stats_t;
 void vnode_get_stats(const vnode_t * v, vnode_stats_t * s);
 

@@ -75,8 +75,8 @@ static int cma_fail(vnode_t * v, int peer, const char *op, uint64_t raddr, size_
 /* The local buffers iov (len bytes in all) against the remote range [raddr, raddr + len),
  * looping over partial transfers: the one copy loop of vnode_read, vnode_write and
  * vnode_readv. */
-static int cma_xfer(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
-                    size_t len, bool write)
+int vnode_cma_xfer(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
+                   size_t len, bool write)
 {
     const char *op = write ? "process_vm_writev" : "process_vm_readv";
     int rc = cma_check(v, peer, op);
@@ -135,17 +135,17 @@ static int cma_xfer(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, 
 int vnode_read(vnode_t * v, int peer, void *dst, uint64_t raddr, size_t len)
 {
     struct iovec l = { dst, len };
-    return cma_xfer(v, peer, &l, 1, raddr, len, false);
+    return vnode_cma_xfer(v, peer, &l, 1, raddr, len, false);
 }
 
 int vnode_write(vnode_t * v, int peer, const void *src, uint64_t raddr, size_t len)
 {
     struct iovec l = { (void *) src, len };
-    return cma_xfer(v, peer, &l, 1, raddr, len, true);
+    return vnode_cma_xfer(v, peer, &l, 1, raddr, len, true);
 }
 
 int vnode_readv(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
                 size_t len)
 {
-    return cma_xfer(v, peer, iov, iovcnt, raddr, len, false);
+    return vnode_cma_xfer(v, peer, iov, iovcnt, raddr, len, false);
 }

@@ -6,6 +6,9 @@
  *   vnode_seg_hdr_t                    geometry, magic (stored last), counters
  *   vnode_seg_rank_t   [nlocal]        pid, single-copy probe, sleeping word
  *   summary            [nlocal]        one bitmap per receiver: bit s = "look at ring s->r"
+ *   exports            [nlocal][VNODE_EXPORTS]
+ *                                      shared single copy: ranges a rank lets a peer copy
+ *                                      with its help (vnode_share.c)
  *   ring               [nlocal * (nlocal - 1)]
  *                                      vnode_ring_ctl_t then ring_bytes of 64-byte cells
  * The ring from s to r is number r * (nlocal - 1) + (s < r ? s : s - 1): a receiver's
@@ -23,7 +26,7 @@
 #include <sys/types.h>
 
 #define VNODE_MAGIC_BASE   0x766e6f6465000000ULL        /* "vnode\0\0" then the version */
-#define VNODE_VERSION      1
+#define VNODE_VERSION      2
 #define VNODE_PAD_HLEN     0xFFFF       /* hlen of a PAD record: skip to the ring's start */
 #define VNODE_BATCH        64   /* packets per vnode_poll */
 #define VNODE_PEER_BATCH   16   /* packets per peer per vnode_poll, for fairness */
@@ -52,6 +55,25 @@ typedef struct vnode_seg_rank {
 
 enum { VNODE_AWAKE = 0, VNODE_ARMED = 1, VNODE_RUNG = 2 };
 
+/* One exported range (vnode_share.c). state = gen << 2 | phase; the exporter owns the slot
+ * between export and unexport, a claimer (the peer copying) the copy fields once it moved the
+ * phase from OPEN to CLAIMED. */
+typedef struct vnode_xslot {
+    _Alignas(64) uint64_t state;
+    uint64_t addr, len;         /* exporter: the range */
+    uint64_t raddr;             /* claimer: its side of the copy, in its own address space */
+    uint64_t rlen;              /* claimer: bytes to copy, from the range's start */
+    uint64_t chunk;             /* claimer: bytes per chunk */
+    uint32_t claimer;           /* claimer: its local index */
+    uint32_t write;             /* claimer: 1 = it writes into the range, 0 = it reads it */
+    uint64_t xoff;              /* claimer: where in the range its copy starts */
+    _Alignas(64) uint64_t next; /* both: the next chunk to copy (fetch_add) */
+    uint64_t done;              /* both: bytes copied (fetch_add) */
+} vnode_xslot_t;
+
+enum { VNODE_X_FREE = 0, VNODE_X_OPEN = 1, VNODE_X_CLAIMED = 2, VNODE_X_BUSY = 3 };
+#define VNODE_EXPORTS 64        /* exports per rank: a 64-bit mask of the used ones */
+
 typedef struct vnode_ring_ctl {
     _Alignas(64) uint64_t tail; /* receiver: cells before this index are free (lazily) */
     _Alignas(64) uint32_t direct;       /* receiver: 1 = it polls this ring, no summary bit */
@@ -69,12 +91,13 @@ typedef struct vnode_cell_hdr {
 _Static_assert(sizeof(vnode_cell_hdr_t) == VNODE_CELL_HDR, "cell header is 16 bytes");
 _Static_assert(sizeof(vnode_seg_rank_t) == 2 * VNODE_CELL, "rank block is two lines");
 _Static_assert(sizeof(vnode_ring_ctl_t) == 3 * VNODE_CELL, "ring control is three lines");
+_Static_assert(sizeof(vnode_xslot_t) == 2 * VNODE_CELL, "export slot is two lines");
 
 typedef struct vnode_layout {
     size_t ring_bytes;          /* effective: a power of two, >= 4 largest records */
     uint64_t ncells;
     uint32_t max_cells;         /* cells of the largest record */
-    size_t off_ranks, off_summary, summary_stride, off_rings, ring_stride, total;
+    size_t off_ranks, off_summary, summary_stride, off_exports, off_rings, ring_stride, total;
 } vnode_layout_t;
 
 /* Sender's private view of one ring (process memory, never shared). */
@@ -125,6 +148,9 @@ struct vnode {
     int rr_summary;
     int nwait;                  /* rings with tx.waiting set */
 
+    uint64_t xused;             /* exports: the slots in use (bit i = slot i) */
+    uint32_t xgen[VNODE_EXPORTS];       /* exports: each slot's generation */
+
     vnode_stats_t stats;
     char err[512];
     int err_peer;               /* local index the last error concerns, or -1 */
@@ -155,6 +181,11 @@ static inline uint64_t *vnode_summary_of(const vnode_t * v, int r)
     return (uint64_t *) (v->seg + v->L.off_summary + (size_t) r * v->L.summary_stride);
 }
 
+static inline vnode_xslot_t *vnode_xslot(const vnode_t * v, int r, unsigned i)
+{
+    return (vnode_xslot_t *) (v->seg + v->L.off_exports) + (size_t) r * VNODE_EXPORTS + i;
+}
+
 /* vnode_ring.c */
 int vnode_ring_setup(vnode_t * v);      /* after mapping, before publishing the attach */
 bool vnode_rx_pending(vnode_t * v);     /* vnode_arm: a direct ring or the summary has work */
@@ -180,6 +211,8 @@ static inline void vnode_wake(vnode_t * v, int peer)
 }
 
 /* vnode_cma.c */
+int vnode_cma_xfer(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
+                   size_t len, bool write);
 void vnode_cma_publish(vnode_t * v);    /* at attach: allow peers to read us, publish the probe */
 bool vnode_cma_probe(vnode_t * v);      /* after all attached: can we read the next rank? */
 

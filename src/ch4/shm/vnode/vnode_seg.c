@@ -26,6 +26,7 @@ void vnode_config_default(vnode_config_t * cfg)
     cfg->max_pkt = 8248 + 1024;
     cfg->direct = 8;
     cfg->attach_timeout_ms = 60000;
+    cfg->share_min = 32768;
 }
 
 int vnode_fail(vnode_t * v, int rc, const char *fmt, ...)
@@ -77,7 +78,8 @@ int vnode_layout(const vnode_config_t * cfg, vnode_layout_t * L, char *err, size
     L->off_ranks = round_up(sizeof(vnode_seg_hdr_t), VNODE_CELL);
     L->off_summary = L->off_ranks + n * sizeof(vnode_seg_rank_t);
     L->summary_stride = round_up((n + 63) / 64 * sizeof(uint64_t), VNODE_CELL);
-    L->off_rings = L->off_summary + n * L->summary_stride;
+    L->off_exports = L->off_summary + n * L->summary_stride;
+    L->off_rings = L->off_exports + n * VNODE_EXPORTS * sizeof(vnode_xslot_t);
     L->ring_stride = sizeof(vnode_ring_ctl_t) + p2;
     L->total = round_up(L->off_rings + n * (n - 1) * L->ring_stride, 4096);
     return VNODE_OK;

@@ -98,6 +98,9 @@ typedef struct aml_config {
                                  * without single copy on the node all go as packets */
     int vnode_single_copy;      /* default 1: large on-node messages by single copy where the
                                  * node allows it; 0: as packets */
+    size_t vnode_shared_copy;   /* single copies of at least this many bytes are shared: the
+                                 * sender's progress copies part of them (0: never; default
+                                 * 32768) */
     uint64_t vnode_shm_free;    /* tests: pretend /dev/shm has this many bytes free (0: ask) */
     char *errbuf;               /* if set: why aml_init failed, in words (AML_ERR_SETUP) */
     size_t errlen;
@@ -156,8 +159,10 @@ typedef enum {
     AML_Q_VNODE_DOORBELLS,      /* get: sleeping on-node peers woken */
     AML_Q_VNODE_COPY_BYTES,     /* get: bytes moved by single copy */
     AML_Q_VNODE_SINGLE_COPY,    /* get: 1 when single copy works on this node */
-    AML_Q_VNODE_FALLBACK        /* get: on-node messages above the single-copy threshold sent
+    AML_Q_VNODE_FALLBACK,       /* get: on-node messages above the single-copy threshold sent
                                  * as packets because single copy is not allowed */
+    AML_Q_VNODE_SHARED_COPIES,  /* get: single copies this rank shared with their exporter */
+    AML_Q_VNODE_HELPED_BYTES    /* get: bytes this rank copied for peers' single copies */
 } aml_query_t;
 
 /* For AML_Q_MSGS_SENT/AML_Q_BYTES_SENT, *val holds the protocol on entry. */

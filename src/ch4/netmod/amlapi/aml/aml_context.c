@@ -21,6 +21,7 @@ void aml_config_default(aml_config_t * cfg)
     cfg->lanes = 1;
     cfg->progress_mode = AML_PROGRESS_POLLING;
     cfg->vnode_single_copy = 1;
+    cfg->vnode_shared_copy = 32768;
 }
 
 int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
@@ -79,6 +80,8 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
         case AML_Q_VNODE_DOORBELLS:
         case AML_Q_VNODE_COPY_BYTES:
         case AML_Q_VNODE_SINGLE_COPY:
+        case AML_Q_VNODE_SHARED_COPIES:
+        case AML_Q_VNODE_HELPED_BYTES:
             *val = aml_vnode_stat(aml, q);
             break;
         case AML_Q_VNODE_FALLBACK:

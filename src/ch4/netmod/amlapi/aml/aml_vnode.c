@@ -28,6 +28,14 @@ typedef struct vq {
 /* packets up to this size (header and data) are copied when they must wait */
 #define VQ_COPY_MAX 512
 
+/* A single copy whose other end still copies a chunk (vnode_share_test): its op completes
+ * from progress. */
+typedef struct vshare {
+    struct vshare *next;
+    aml_tport_op_t *op;
+    vnode_share_t s;
+} vshare_t;
+
 /* One local peer: the endpoint of every lane to it. */
 typedef struct vpeer {
     int rank, local;
@@ -42,15 +50,18 @@ struct aml_vnode {
     int *rank_of;               /* local index -> rank */
     vpeer_t *peers;             /* by rank (only local peers are used) */
     vpeer_t *waiting;           /* peers with waiting sends */
+    vshare_t *shares;           /* single copies waiting for their other end */
+    int nexports;               /* ranges exported for shared copies (vnode_help) */
     bool single_copy;
     uint64_t job_hash;
     char addr[24];              /* job hash, nlocal, local */
 };
 
 /* The rkey of a buffer: vnode needs no registration; the receiver checks every access against
- * the range the owner advertised. */
+ * the range the owner advertised. key: the range's export (vnode_export, 0: none), so that the
+ * owner's progress copies part of it (vnode_share.c). */
 typedef struct vrange {
-    uint64_t addr, len;
+    uint64_t addr, len, key;
 } vrange_t;
 
 static uint64_t fnv1a(const char *s)
@@ -69,6 +80,10 @@ static void vn_fini(aml_t * aml)
     if (!n)
         return;
     vnode_finalize(n->v);
+    for (vshare_t * q = n->shares, *next; q; q = next) {
+        next = q->next;
+        free(q);
+    }
     if (n->peers)
         for (int i = 0; i < aml->size; i++)
             for (vq_t * q = n->peers[i].qhead, *next; q; q = next) {
@@ -109,6 +124,7 @@ static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
         vc.ring_bytes = cfg->vnode_ring_bytes;
     vc.max_pkt = *max_hdr + aml->packet_size;
     vc.shm_free = cfg->vnode_shm_free;
+    vc.share_min = cfg->vnode_shared_copy;
     rc = vnode_init(&vc, &n->v, cfg->errbuf, cfg->errlen);
     if (rc != VNODE_OK)
         return rc == VNODE_ERR_INVAL ? AML_ERR_INVAL : AML_ERR_SETUP;
@@ -330,6 +346,47 @@ static void vn_rx(void *arg, int src, const void *hdr, size_t hlen, const void *
     n->rx(aml, hdr, hlen, (void *) data, len, 0);
 }
 
+/* A failed single copy or export: which peer, and why. */
+static void copy_failed(aml_t * aml, const char *what, int rc)
+{
+    struct aml_vnode *n = aml->vnode;
+    int lp = vnode_error_peer(n->v);
+    int rank = lp >= 0 ? n->rank_of[lp] : -1;
+    if (rc == VNODE_ERR_MALFORMED)
+        aml_fatal(aml, "malformed single copy from rank %d (%s): %s", rank, what,
+                  vnode_error(n->v));
+    aml_fatal(aml, "%s with rank %d failed: %s", what, rank, vnode_error(n->v));
+}
+
+/* This rank's part of the shared copies of its exports. */
+static int help(aml_t * aml)
+{
+    int rc = vnode_help(aml->vnode->v);
+    if (AML_UNLIKELY(rc < 0))
+        copy_failed(aml, "helping a single copy", rc);
+    return rc;
+}
+
+/* Completes the single copies whose other end has finished its chunks. */
+static int shares_test(aml_t * aml)
+{
+    struct aml_vnode *n = aml->vnode;
+    int events = 0;
+    for (vshare_t ** pp = &n->shares, *q; (q = *pp);) {
+        if (vnode_share_test(n->v, &q->s) != VNODE_OK) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        aml->in_dispatch++;
+        q->op->done(q->op);
+        aml->in_dispatch--;
+        free(q);
+        events++;
+    }
+    return events;
+}
+
 static int vn_progress(aml_t * aml)
 {
     struct aml_vnode *n = aml->vnode;
@@ -338,6 +395,10 @@ static int vn_progress(aml_t * aml)
         return 0;       /* the segment is mapped at connect */
     if (AML_UNLIKELY(n->waiting != NULL))
         events = drain_waiting(aml);
+    if (AML_UNLIKELY(n->nexports != 0))
+        events += help(aml);
+    if (AML_UNLIKELY(n->shares != NULL))
+        events += shares_test(aml);
     got = vnode_poll(n->v, vn_rx, aml);
     if (AML_UNLIKELY(got < 0)) {
         int lp = vnode_error_peer(n->v);
@@ -356,13 +417,23 @@ static int vn_mem_map(aml_t * aml, void *addr, size_t len, aml_tport_memh_t * me
         return AML_ERR_NOMEM;
     r->addr = (uintptr_t) addr;
     r->len = len;
+    /* the peer copying it (a rendezvous pull, or a put into this landing) shares the work
+     * with this rank's progress */
+    (void) vnode_export(aml->vnode->v, addr, len, &r->key);
+    if (r->key)
+        aml->vnode->nexports++;
     *memh = r;
     return AML_OK;
 }
 
 static void vn_mem_unmap(aml_t * aml, aml_tport_memh_t memh)
 {
-    free(memh);
+    vrange_t *r = memh;
+    if (r->key) {
+        vnode_unexport(aml->vnode->v, r->key);
+        aml->vnode->nexports--;
+    }
+    free(r);
 }
 
 static int vn_rkey_pack(aml_t * aml, aml_tport_memh_t memh, void **buf, size_t * len)
@@ -407,32 +478,50 @@ static void check_range(aml_tport_op_t * op, uint64_t raddr, const vrange_t * r,
                   (unsigned long long) r->addr);
 }
 
+/* A single copy with the peer's range: shared with the peer when it exported the range, and
+ * complete later if the peer is still copying its last chunk. */
+static int vn_copy(aml_tport_ep_t ep, void *local, uint64_t raddr, aml_tport_rkey_t rkey,
+                   aml_tport_op_t * op, int write)
+{
+    aml_t *aml = op->aml;
+    struct aml_vnode *n = aml->vnode;
+    vpeer_t *vp = ep;
+    const vrange_t *r = rkey;
+    vnode_share_t s;
+    check_range(op, raddr, r, write ? "put" : "pull");
+    int rc = vnode_copy_shared(n->v, vp->local, r->key, write, local, raddr, op->len, &s);
+    if (rc == VNODE_OK)
+        return AML_TPORT_DONE;
+    if (rc != VNODE_AGAIN)
+        copy_failed(aml, write ? "single-copy put" : "single-copy pull", rc);
+    vshare_t *q = malloc(sizeof(*q));
+    if (!q)
+        aml_fatal(aml, "out of memory for a single copy with rank %d", vp->rank);
+    q->op = op;
+    q->s = s;
+    q->next = n->shares;
+    n->shares = q;
+    return AML_TPORT_PENDING;
+}
+
 static int vn_get(aml_tport_ep_t ep, void *dst, uint64_t raddr, aml_tport_rkey_t rkey,
                   aml_tport_op_t * op)
 {
-    vpeer_t *vp = ep;
-    check_range(op, raddr, rkey, "pull");
-    if (vnode_read(op->aml->vnode->v, vp->local, dst, raddr, op->len) != VNODE_OK)
-        aml_fatal(op->aml, "single-copy pull from rank %d failed: %s", vp->rank,
-                  vnode_error(op->aml->vnode->v));
-    return AML_TPORT_DONE;
+    return vn_copy(ep, dst, raddr, rkey, op, 0);
 }
 
 static int vn_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport_rkey_t rkey,
                   aml_tport_op_t * op)
 {
-    vpeer_t *vp = ep;
-    check_range(op, raddr, rkey, "put");
-    if (vnode_write(op->aml->vnode->v, vp->local, src, raddr, op->len) != VNODE_OK)
-        aml_fatal(op->aml, "single-copy put to rank %d failed: %s", vp->rank,
-                  vnode_error(op->aml->vnode->v));
-    return AML_TPORT_DONE;
+    return vn_copy(ep, (void *) src, raddr, rkey, op, 1);
 }
 
 /* ---- sleeping ------------------------------------------------------------------------- */
 
 static int vn_arm(aml_t * aml)
 {
+    if (aml->vnode->shares)
+        return AML_ERR_STATE;   /* the peer finishes a chunk: microseconds, not worth a sleep */
     return vnode_arm(aml->vnode->v) == VNODE_OK ? AML_OK : AML_ERR_STATE;
 }
 
@@ -460,6 +549,10 @@ int64_t aml_vnode_stat(aml_t * aml, int q)
             return (int64_t) vs.copy_bytes;
         case AML_Q_VNODE_SINGLE_COPY:
             return aml->vnode->single_copy;
+        case AML_Q_VNODE_SHARED_COPIES:
+            return (int64_t) vs.shared_copies;
+        case AML_Q_VNODE_HELPED_BYTES:
+            return (int64_t) vs.helped_bytes;
         default:
             return 0;
     }

@@ -266,6 +266,9 @@ static int sh_body(vt_ctx_t * c)
           vnode_error(v));
     rc = vnode_copy_shared(v, 1, info->key_r[SH_N - 3] + 0x100, 0, dst, info->src, MIB, &s);
     CHECK(rc == VNODE_ERR_MALFORMED, "stale key -> %d: %s", rc, vnode_error(v));
+    rc = vnode_copy_shared(v, 1, (info->key_r[SH_N - 3] & ~0x7fULL) | 100, 0, dst, info->src,
+                           MIB, &s);
+    CHECK(rc == VNODE_ERR_MALFORMED, "key naming slot 100 -> %d: %s", rc, vnode_error(v));
     /* a write into rank 1's range */
     for (size_t i = 0; i < MIB; i++)
         src[i] = pat(i, 5);

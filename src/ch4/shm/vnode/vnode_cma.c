@@ -73,8 +73,8 @@ static int cma_fail(vnode_t * v, int peer, const char *op, uint64_t raddr, size_
 }
 
 /* The local buffers iov (len bytes in all) against the remote range [raddr, raddr + len),
- * looping over partial transfers: the one copy loop of vnode_read, vnode_write and
- * vnode_readv. */
+ * looping over partial transfers: the one copy loop of vnode_read, vnode_write, vnode_readv
+ * and the shared copies' chunks (vnode_share.c). */
 int vnode_cma_xfer(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
                    size_t len, bool write)
 {

@@ -92,7 +92,8 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
     if (!key || len < v->cfg.share_min || !v->cfg.share_min || peer < 0 || peer >= v->nlocal ||
         peer == v->local || !v->single_copy)
         return vnode_cma_xfer(v, peer, &l, 1, raddr, len, write);
-    vnode_xslot_t *x = vnode_xslot(v, peer, i);
+    /* a key naming no slot reads slot 0's state only to report it */
+    vnode_xslot_t *x = vnode_xslot(v, peer, i < VNODE_EXPORTS ? i : 0);
     uint64_t open = state_of(gen, VNODE_X_OPEN);
     uint64_t st = VNODE_LOAD(&x->state, ACQUIRE);
     if (i >= VNODE_EXPORTS || (key & 0x80) == 0 || (st >> 2) != gen || (st & 3) == 0 ||

@@ -58,8 +58,8 @@ void vnode_unexport(vnode_t * v, uint64_t key)
 }
 
 /* Takes chunks of x until none is left: the claimer's and the exporter's loop. peer is the
- * other end; mine is this rank's address of the copy, theirs the peer's. Returns the chunks
- * copied or an error. */
+ * other end; mine is this rank's address of the copy, theirs the peer's. Adds the bytes it
+ * copied to *bytes (if given); returns the chunks copied or an error. */
 static int take_chunks(vnode_t * v, vnode_xslot_t * x, int peer, bool write, uint64_t mine,
                        uint64_t theirs, uint64_t rlen, uint64_t chunk, uint64_t * bytes)
 {
@@ -77,7 +77,8 @@ static int take_chunks(vnode_t * v, vnode_xslot_t * x, int peer, bool write, uin
             return rc;
         }
         __atomic_fetch_add(&x->done, len, __ATOMIC_ACQ_REL);
-        *bytes += len;
+        if (bytes)
+            *bytes += len;
         n++;
     }
 }
@@ -125,9 +126,8 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
     x->done = 0;
     VNODE_STORE(&x->state, state_of(gen, VNODE_X_BUSY), RELEASE);
     v->stats.shared_copies++;
-    uint64_t bytes = 0;
     int rc = take_chunks(v, x, peer, write, (uint64_t) (uintptr_t) local, raddr, len, chunk,
-                         &bytes);
+                         NULL);
     if (rc < 0)
         return rc;
     s->slot = x;

@@ -368,9 +368,13 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
-    packet = cvar_int("MPIR_CVAR_AMLAPI_PACKET_SIZE");
-    eager = cvar_int("MPIR_CVAR_AMLAPI_EAGER_LIMIT");
-    credits = cvar_int("MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS");
+    {
+        struct limits l;
+        read_limits(&l);        /* the eager limit between ranks 0 and 1 (vnode's on one node) */
+        packet = l.packet;
+        eager = l.eager;
+        credits = l.credits;
+    }
     if (packet < 0 || eager < 0 || credits < 0)
         exit(1);
     /* MPICH 4.0.2's MPI_T reads a string CVAR's default, not the value set in the

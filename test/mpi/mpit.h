@@ -117,10 +117,34 @@ static inline void read_limits(struct limits *l)
     snprintf(l->protocol, sizeof(l->protocol), "%s", cvar_env_str("AMLAPI_PROTOCOL", "auto"));
     l->onepacket = (long) l->packet - 8 - 16;
     {
-        int size;
+        int size, rank, local = 0;
+        MPI_Comm node;
         MPI_Comm_size(MPI_COMM_WORLD, &size);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         l->rndv_as_eager = size > 1 && pvar_read("amlapi_vnode_peers") == (unsigned) size - 1 &&
             !pvar_read("amlapi_vnode_single_copy");
+        /* ranks 0 and 1, the pair the protocol checks use, talk through vnode when they share
+         * a node (MPICH's node map, which MPIR_CVAR_NUM_CLIQUES splits) and vnode is on; with
+         * single copy their eager limit is vnode's own. Every rank takes rank 0's answer:
+         * the tests derive message sizes from it. */
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        if (rank <= 1 && size > 1) {
+            int other = 1 - rank, g;
+            MPI_Group wg, ng;
+            MPI_Comm_group(MPI_COMM_WORLD, &wg);
+            MPI_Comm_group(node, &ng);
+            MPI_Group_translate_ranks(wg, 1, &other, ng, &g);
+            local = g != MPI_UNDEFINED;
+            MPI_Group_free(&wg);
+            MPI_Group_free(&ng);
+        }
+        MPI_Comm_free(&node);
+        MPI_Bcast(&local, 1, MPI_INT, 0, MPI_COMM_WORLD);       /* the same limit everywhere */
+        if (local && pvar_read("amlapi_vnode_peers") > 0 && pvar_read("amlapi_vnode_single_copy")) {
+            int v = cvar_int("MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD");
+            if (v > 0)
+                l->eager = v;
+        }
     }
 }
 

@@ -17,10 +17,13 @@ typedef struct {
     MPI_Aint packet_size;
     MPI_Aint eager_limit;
     int interrupt;              /* a blocked call that finds nothing sleeps on efd
-                                 * (MPIDI_AMLAPI_progress_idle): interrupt mode, or polling
-                                 * on an oversubscribed node */
+                                 * (MPIDI_AMLAPI_progress_blocked): interrupt mode, or
+                                 * polling on an oversubscribed node (after yielding) */
     int efd;
-    int oversub;                /* polling mode on an oversubscribed node: idle sleeps on efd */
+    int oversub;                /* polling mode on an oversubscribed node: idle yields, then
+                                 * sleeps on efd */
+    uint64_t idle_since;        /* oversub: when the blocked call began finding nothing (ns,
+                                 * 0 = it found something last time) */
     int coproc;                 /* progress mode coprocessor: MPICH's progress thread runs */
     int coproc_sleeps;          /* ... and sleeps on efd when idle (app is SINGLE/FUNNELED) */
 } MPIDI_AMLAPI_global_t;
@@ -112,7 +115,7 @@ int MPIDI_AMLAPI_iprobe(int source, int tag, MPIR_Comm * comm, int context_offse
 /* amlapi_progress.c: the progress modes */
 int MPIDI_AMLAPI_oversubscribed(void);
 int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
-int MPIDI_AMLAPI_progress_idle(void);
+int MPIDI_AMLAPI_progress_blocked(int events);
 int MPIDI_AMLAPI_coproc_progressed(int events);
 
 void MPIDI_AMLAPI_fatal(const char *fmt, ...) __attribute__ ((format(printf, 1, 2), noreturn));

@@ -11,8 +11,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
     /* coprocessor mode: MPICH's progress thread polls without blocking */
     if (unlikely(MPIDI_AMLAPI_global.coproc_sleeps) && !blocking)
         return MPIDI_AMLAPI_coproc_progressed(n);
-    if (n == 0 && blocking && MPIDI_AMLAPI_global.interrupt)
-        return MPIDI_AMLAPI_progress_idle();
+    if (unlikely(MPIDI_AMLAPI_global.interrupt) && blocking)
+        return MPIDI_AMLAPI_progress_blocked(n);
     return MPI_SUCCESS;
 }
 

@@ -1277,10 +1277,17 @@ static int t_no_fd(rank_ctx_t * c)
 /* ---- driver --------------------------------------------------------------------------- */
 
 
+/* aml's default number of adaptive credits */
+static int default_credits(void)
+{
+    aml_config_t d;
+    aml_config_default(&d);
+    return d.adaptive_credits;
+}
 
 /* Ranks that disagree on a setting receivers check are refused at connect, naming the
  * setting and both values; before, a correct sender was killed as "malformed" when rank 1
- * ran with fewer adaptive credits. Rank 1 uses 8 credits, rank 0 the default 32. */
+ * ran with fewer adaptive credits. Rank 1 uses 8 credits, rank 0 the default (64). */
 static void credits_by_rank(aml_config_t * cfg)
 {
     if (cfg->rank == 1)
@@ -1297,7 +1304,8 @@ static int mismatch_check(aml_t * aml, int rank, int rc)
         return 1;
     }
     if (strcmp(setting, "adaptive_credits") || peer != 1 - rank ||
-        mine != (rank == 1 ? 8 : 32) || theirs != (rank == 1 ? 32 : 8)) {
+        mine != (rank == 1 ? 8 : default_credits()) ||
+        theirs != (rank == 1 ? default_credits() : 8)) {
         fprintf(stderr, "rank %d: mismatch reported as %s with rank %d: %lld / %lld\n", rank,
                 setting, peer, (long long) mine, (long long) theirs);
         return 1;

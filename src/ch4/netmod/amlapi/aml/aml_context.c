@@ -16,7 +16,7 @@ void aml_config_default(aml_config_t * cfg)
     cfg->packet_size = 8248;     /* UCX shm bcopy segment (8256) less UCP's AM header */
     cfg->eager_limit = 12288;   /* MPIR_CVAR_AMLAPI_EAGER_LIMIT says why */
     cfg->protocol = AML_PROTO_AUTO;
-    cfg->adaptive_credits = 32;
+    cfg->adaptive_credits = 64;  /* MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS says why */
     cfg->rndv_ucx = 1;
     cfg->lanes = 1;
     cfg->progress_mode = AML_PROGRESS_POLLING;

@@ -1276,7 +1276,6 @@ static int t_no_fd(rank_ctx_t * c)
 
 /* ---- driver --------------------------------------------------------------------------- */
 
-
 /* aml's default number of adaptive credits */
 static int default_credits(void)
 {

@@ -157,11 +157,11 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Polling mode on an oversubscribed node: a blocked call that finds nothing to do
-        sleeps as in interrupt mode (on the event fd that vnode doorbells and UCX share,
-        at most MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT ms) instead of spinning, so the rank it
-        waits for gets the core (spinning, or sched_yield, which keeps the core under
-        Linux's CFS, starves it). -1 decides at MPI_Init: yes when this node runs more ranks
-        than it has cores (hwloc, allowed cores only); 0 never; 1 always.
+        yields its core (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD), then sleeps as in interrupt
+        mode (on the event fd that vnode doorbells and UCX share, at most
+        MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT ms) instead of spinning, so the rank it waits for
+        gets the core. -1 decides at MPI_Init: yes when this node runs more ranks than it has
+        cores (hwloc, allowed cores only); 0 never; 1 always.
 
     - name        : MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD
       category    : CH4_AMLAPI

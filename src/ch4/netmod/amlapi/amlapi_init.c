@@ -310,6 +310,8 @@ static int read_vnode_config(aml_config_t * cfg)
     cfg->vnode_eager_limit = (size_t) MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD;
     cfg->vnode_single_copy = MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY;
     cfg->vnode_shared_copy = (size_t) MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY;
+    /* split nodes (NOLOCAL, cliques) reach the rest of this host through UCX */
+    cfg->ucx_onnode = MPIR_CVAR_NOLOCAL || MPIR_pmi_has_local_cliques();
   fn_exit:
     return mpi_errno;
   fn_fail:

@@ -103,6 +103,9 @@ typedef struct aml_config {
                                  * sender's progress copies part of them (0: never; default
                                  * 32768) */
     uint64_t vnode_shm_free;    /* tests: pretend /dev/shm has this many bytes free (0: ask) */
+    int ucx_onnode;             /* default 1: some peers on this host go through UCX; 0:
+                                 * vnode carries all of them, so UCX's shared-memory FIFOs are
+                                 * left out (unless UCX_TLS is set) */
     char *errbuf;               /* if set: why aml_init failed, in words (AML_ERR_SETUP) */
     size_t errlen;
 } aml_config_t;

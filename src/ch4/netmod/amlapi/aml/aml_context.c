@@ -23,6 +23,7 @@ void aml_config_default(aml_config_t * cfg)
     cfg->vnode_single_copy = 1;
     cfg->vnode_eager_limit = 65536;     /* MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD says why */
     cfg->vnode_shared_copy = 32768;
+    cfg->ucx_onnode = 1;
 }
 
 int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)

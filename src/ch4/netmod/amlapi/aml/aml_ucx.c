@@ -65,6 +65,16 @@ static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
     u->efd = -1;
     if (ucp_config_read(NULL, NULL, &ucfg) != UCS_OK)
         return AML_ERR_TRANSPORT;
+    /* Unless the user chose UCX's transports, never its posix shared memory: it zero-fills a
+     * named /dev/shm file before unlinking it, and a rank killed meanwhile (a job torn down
+     * while ranks still initialise) leaves the file behind. sysv serves the same FIFOs and
+     * removes its segment right after attaching it. When vnode carries every peer on this
+     * host, none of UCX's FIFOs: each would cost this rank a segment and never be used. */
+    if (!getenv("UCX_TLS") &&
+        ucp_config_modify(ucfg, "TLS", aml->cfg.ucx_onnode ? "^posix" : "^mm") != UCS_OK) {
+        ucp_config_release(ucfg);
+        return AML_ERR_TRANSPORT;
+    }
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;

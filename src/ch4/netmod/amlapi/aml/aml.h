@@ -132,7 +132,8 @@ int aml_connect_mismatch(aml_t * aml, const char **setting, int *peer, int64_t *
 /* Finalize handshake with every rank (collective): waits until every message anybody sent
  * has reached its handler, drops deferred messages nobody accepted (their senders complete as
  * if delivered), waits until everything this process started has completed, and closes the
- * endpoints once no packet can arrive any more. Call before the embedder's final barrier. */
+ * endpoints once no packet can arrive any more (UCX's are disconnected when aml_finalize
+ * destroys its worker). Call before the embedder's final barrier. */
 int aml_quiesce(aml_t * aml);
 /* Releases everything. After the embedder's barrier: no traffic is exchanged any more. */
 int aml_finalize(aml_t * aml);

@@ -460,6 +460,33 @@ int aml_register_handler(aml_t * aml, unsigned id, aml_hdr_handler_t fn, void *c
  *      FENCE_ACK, an embedder's acknowledgements) can still travel between the rounds, and
  *      each was sent before its sender's QUIESCE 2 and triggers no further send.
  * After round 2 nothing arrives and nothing is sent: the endpoints are closed. */
+/* Flushes (close 0) or closes (close 1) the endpoints of every transport. */
+static int quiesce_eps(aml_t * aml, int close)
+{
+    for (int t = 0; t < aml->ntports; t++) {
+        const aml_tport_t *tp = aml->tports[t];
+        size_t n = 0, nmax = (size_t) aml->size * aml->lanes;
+        aml_tport_ep_t **eps;
+        int rc;
+        if (!close && !tp->flush)
+            continue;
+        if (!(eps = calloc(nmax, sizeof(*eps))))
+            return AML_ERR_NOMEM;
+        for (int i = 0; i < aml->size; i++)
+            if (aml->peers[i].tport == tp)
+                eps[n++] = &aml->peers[i].ep;
+        for (int i = 0; i < aml->size; i++)
+            for (int l = 1; l < aml->lanes; l++)
+                if (aml->peers[i].tport == tp)
+                    eps[n++] = &aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1];
+        rc = close ? tp->close(aml, eps, n) : tp->flush(aml, eps, n);
+        free(eps);
+        if (rc != AML_OK)
+            return rc;
+    }
+    return AML_OK;
+}
+
 int aml_quiesce(aml_t * aml)
 {
     if (!aml)
@@ -477,29 +504,18 @@ int aml_quiesce(aml_t * aml)
     while (aml->tx_inflight > 0 || aml->waits.count > 0 || aml->replies.count > 0 ||
            aml->rx_busy > 0)
         aml_progress(aml);
+    /* transports complete what they still owe while every peer progresses (it is before its
+     * QUIESCE 2 or waiting for ours), so the close after round 2 needs no peer */
+    int rc = quiesce_eps(aml, 0);
+    if (rc != AML_OK)
+        return rc;
     aml_quiesce_rounds(aml, 2);
     while (aml->tx_inflight > 0)
         aml_progress(aml);
-
     /* the endpoints of each transport, closed together (peers close theirs at once) */
-    for (int t = 0; t < aml->ntports; t++) {
-        size_t n = 0, nmax = (size_t) aml->size * aml->lanes;
-        aml_tport_ep_t **eps = calloc(nmax, sizeof(*eps));
-        int rc;
-        if (!eps)
-            return AML_ERR_NOMEM;
-        for (int i = 0; i < aml->size; i++)
-            if (aml->peers[i].tport == aml->tports[t])
-                eps[n++] = &aml->peers[i].ep;
-        for (int i = 0; i < aml->size; i++)
-            for (int l = 1; l < aml->lanes; l++)
-                if (aml->peers[i].tport == aml->tports[t])
-                    eps[n++] = &aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1];
-        rc = aml->tports[t]->close(aml, eps, n);
-        free(eps);
-        if (rc != AML_OK)
-            return rc;
-    }
+    rc = quiesce_eps(aml, 1);
+    if (rc != AML_OK)
+        return rc;
     aml->connected = false;
     return AML_OK;
 }

@@ -95,8 +95,12 @@ typedef struct aml_tport {
     /* neps endpoints to peer, whose address is addr (lanes: eps[0] carries the sequenced
      * packets, the others adaptive data). */
     int (*connect) (aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps);
-    /* Closes the n endpoints *eps[i] after flushing what was sent on them, progressing until
-     * all are closed, and sets each *eps[i] to NULL. */
+    /* NULL, or: completes everything sent on the n endpoints *eps[i] (a connection still
+     * being set up included), calling aml_progress while it waits: peers may need to answer.
+     * aml_quiesce calls it between its rounds, while every peer still progresses. */
+    int (*flush) (aml_t * aml, aml_tport_ep_t ** eps, size_t n);
+    /* Closes (or leaves to fini) the n endpoints *eps[i], which nothing travels on any more,
+     * without needing the peer, and sets each *eps[i] to NULL. */
     int (*close) (aml_t * aml, aml_tport_ep_t ** eps, size_t n);
     /* Releases everything init created (also after a failed init). */
     void (*fini) (aml_t * aml);

@@ -459,31 +459,48 @@ int aml_register_handler(aml_t * aml, unsigned id, aml_hdr_handler_t fn, void *c
  *   2. each rank sends QUIESCE 2 to all and waits for all: only replies (DONE, TOKEN, CMPL,
  *      FENCE_ACK, an embedder's acknowledgements) can still travel between the rounds, and
  *      each was sent before its sender's QUIESCE 2 and triggers no further send.
- * After round 2 nothing arrives and nothing is sent: the endpoints are closed. */
-/* Flushes (close 0) or closes (close 1) the endpoints of every transport. */
-static int quiesce_eps(aml_t * aml, int close)
+ * After round 2 nothing arrives and nothing is sent: the endpoint handles are forgotten, and
+ * each transport's fini releases what is behind them (UCX: ucp_worker_destroy disconnects
+ * its endpoints without asking the peer. A flush close after round 2 waits for peers to
+ * progress, and over TCP one did when they had gone into the embedder's barrier: 1 p2p run in
+ * 10 across two hosts hung). What a transport still owes its peers (a TCP connection being
+ * set up, queued data) it completes in its flush before round 2, while every peer progresses:
+ * it is before its QUIESCE 2 or waiting for ours. */
+struct quiesce_flush {
+    aml_tport_op_t op;
+    int *pending;
+};
+
+static void quiesce_flushed(aml_tport_op_t * op)
 {
-    for (int t = 0; t < aml->ntports; t++) {
-        const aml_tport_t *tp = aml->tports[t];
-        size_t n = 0, nmax = (size_t) aml->size * aml->lanes;
-        aml_tport_ep_t **eps;
-        int rc;
-        if (!close && !tp->flush)
+    (*((struct quiesce_flush *) op)->pending)--;
+}
+
+/* Flushes every endpoint of the transports that have a flush, progressing until all are done. */
+static int flush_eps(aml_t * aml)
+{
+    struct quiesce_flush *f = calloc((size_t) aml->size * aml->lanes, sizeof(*f));
+    size_t n = 0;
+    int pending = 0;
+    if (!f)
+        return AML_ERR_NOMEM;
+    for (int i = 0; i < aml->size; i++) {
+        if (!aml->peers[i].tport->flush)
             continue;
-        if (!(eps = calloc(nmax, sizeof(*eps))))
-            return AML_ERR_NOMEM;
-        for (int i = 0; i < aml->size; i++)
-            if (aml->peers[i].tport == tp)
-                eps[n++] = &aml->peers[i].ep;
-        for (int i = 0; i < aml->size; i++)
-            for (int l = 1; l < aml->lanes; l++)
-                if (aml->peers[i].tport == tp)
-                    eps[n++] = &aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1];
-        rc = close ? tp->close(aml, eps, n) : tp->flush(aml, eps, n);
-        free(eps);
-        if (rc != AML_OK)
-            return rc;
+        for (int l = 0; l < aml->lanes; l++) {
+            struct quiesce_flush *q = &f[n++];
+            q->op.done = quiesce_flushed;
+            q->op.aml = aml;
+            q->op.peer = i;
+            q->pending = &pending;
+            if (aml->peers[i].tport->flush(l ? aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1]
+                                           : aml->peers[i].ep, &q->op) == AML_TPORT_PENDING)
+                pending++;
+        }
     }
+    while (pending > 0)
+        aml_progress(aml);
+    free(f);
     return AML_OK;
 }
 
@@ -504,18 +521,16 @@ int aml_quiesce(aml_t * aml)
     while (aml->tx_inflight > 0 || aml->waits.count > 0 || aml->replies.count > 0 ||
            aml->rx_busy > 0)
         aml_progress(aml);
-    /* transports complete what they still owe while every peer progresses (it is before its
-     * QUIESCE 2 or waiting for ours), so the close after round 2 needs no peer */
-    int rc = quiesce_eps(aml, 0);
+    int rc = flush_eps(aml);
     if (rc != AML_OK)
         return rc;
     aml_quiesce_rounds(aml, 2);
     while (aml->tx_inflight > 0)
         aml_progress(aml);
-    /* the endpoints of each transport, closed together (peers close theirs at once) */
-    rc = quiesce_eps(aml, 1);
-    if (rc != AML_OK)
-        return rc;
+    for (int i = 0; i < aml->size; i++)
+        aml->peers[i].ep = NULL;
+    for (size_t i = 0; i < (size_t) aml->size * (aml->lanes - 1); i++)
+        aml->lane_eps[i] = NULL;
     aml->connected = false;
     return AML_OK;
 }

@@ -27,7 +27,7 @@
  * - Errors are fatal: a transport never fails back to the caller for a send or a data move;
  *   it ends the job through aml_fatal (aml_send_failed for packets) naming the peer, because a
  *   sequence number once taken cannot be given back (aml_send_failed says why). Setup (init,
- *   connect, close) and registration return an aml status instead.
+ *   connect, flush) and registration return an aml status instead.
  * - Threading: one thread at a time per aml_t, as for the API.
  */
 #ifndef AML_TPORT_H_INCLUDED
@@ -95,14 +95,13 @@ typedef struct aml_tport {
     /* neps endpoints to peer, whose address is addr (lanes: eps[0] carries the sequenced
      * packets, the others adaptive data). */
     int (*connect) (aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps);
-    /* NULL, or: completes everything sent on the n endpoints *eps[i] (a connection still
-     * being set up included), calling aml_progress while it waits: peers may need to answer.
-     * aml_quiesce calls it between its rounds, while every peer still progresses. */
-    int (*flush) (aml_t * aml, aml_tport_ep_t ** eps, size_t n);
-    /* Closes (or leaves to fini) the n endpoints *eps[i], which nothing travels on any more,
-     * without needing the peer, and sets each *eps[i] to NULL. */
-    int (*close) (aml_t * aml, aml_tport_ep_t ** eps, size_t n);
-    /* Releases everything init created (also after a failed init). */
+    /* NULL, or: completes everything sent on ep (a connection still being set up included):
+     * AML_TPORT_DONE, or AML_TPORT_PENDING and op->done from progress (peers may need to
+     * answer). aml_quiesce flushes every endpoint between its rounds, while every peer still
+     * progresses, and forgets the endpoints after the last round: fini releases them. */
+    int (*flush) (aml_tport_ep_t ep, aml_tport_op_t * op);
+    /* Releases everything init and connect created, endpoints included, without needing a
+     * peer (also after a failed init). */
     void (*fini) (aml_t * aml);
 
     /* -- packets -- */

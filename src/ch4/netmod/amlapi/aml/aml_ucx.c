@@ -140,42 +140,6 @@ static int ucx_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t *
     return AML_OK;
 }
 
-/* Completes what UCX still owes on the endpoints (a TCP connection being set up, queued
- * data) while every peer progresses: aml_quiesce calls it before its second round, so that
- * ucx_close can leave the endpoints to ucp_worker_destroy. */
-static int ucx_flush(aml_t * aml, aml_tport_ep_t ** eps, size_t n)
-{
-    ucp_request_param_t p;
-    memset(&p, 0, sizeof(p));
-    for (size_t i = 0; i < n; i++) {
-        ucs_status_ptr_t r = ucp_ep_flush_nbx(*eps[i], &p);
-        if (UCS_PTR_IS_ERR(r))
-            return AML_ERR_TRANSPORT;
-        if (r == NULL)
-            continue;
-        while (ucp_request_check_status(r) == UCS_INPROGRESS)
-            aml_progress(aml);
-        ucs_status_t st = ucp_request_check_status(r);
-        ucp_request_free(r);
-        if (st != UCS_OK)
-            return AML_ERR_TRANSPORT;
-    }
-    return AML_OK;
-}
-
-/* Only forgets the endpoints: ucp_worker_destroy (ucx_fini, in aml_finalize after the
- * embedder's barrier) disconnects them without asking the peer. A flush close here would wait
- * for peers to progress, and over TCP one still did when they had gone into the embedder's
- * barrier (1 p2p run in 10 across two hosts hung, even with every endpoint flushed before the
- * last quiesce round). Nothing is lost: after aml's second round no packet travels. */
-static int ucx_close(aml_t * aml, aml_tport_ep_t ** eps, size_t n)
-{
-    (void) aml;
-    for (size_t i = 0; i < n; i++)
-        *eps[i] = NULL;
-    return AML_OK;
-}
-
 /* ---- packets -------------------------------------------------------------------------- */
 
 /* With UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL UCX either copies the packet into the transport at once
@@ -383,6 +347,35 @@ static int ucx_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport
     return req == NULL ? AML_TPORT_DONE : AML_TPORT_PENDING;
 }
 
+static void quiesce_flush_cb(void *request, ucs_status_t status, void *user_data)
+{
+    aml_tport_op_t *op = user_data;
+    if (status != UCS_OK)
+        aml_fatal(op->aml, "flushing the endpoint to rank %d at finalize failed: %s", op->peer,
+                  ucs_status_string(status));
+    ucp_request_free(request);
+    op_done(op);
+}
+
+/* Completes what UCX still owes on an endpoint (a TCP connection being set up, queued data)
+ * while every peer progresses: aml_quiesce calls it before its second round, and then leaves
+ * the endpoints to ucp_worker_destroy (aml_context.c says why). */
+static int ucx_flush(aml_tport_ep_t ep, aml_tport_op_t * op)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t req;
+
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = quiesce_flush_cb;
+    param.user_data = op;
+    req = ucp_ep_flush_nbx(ep, &param);
+    if (UCS_PTR_IS_ERR(req))
+        aml_fatal(op->aml, "flushing the endpoint to rank %d at finalize failed: %s", op->peer,
+                  ucs_status_string(UCS_PTR_STATUS(req)));
+    return req == NULL ? AML_TPORT_DONE : AML_TPORT_PENDING;
+}
+
 /* ---- progress ------------------------------------------------------------------------- */
 
 int aml_ucx_progress(aml_t * aml)
@@ -415,7 +408,6 @@ const aml_tport_t aml_ucx_tport = {
     .address = ucx_address,
     .connect = ucx_connect,
     .flush = ucx_flush,
-    .close = ucx_close,
     .fini = ucx_fini,
     .send_inline = ucx_send_inline,
     .send = ucx_send,

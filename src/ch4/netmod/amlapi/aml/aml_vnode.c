@@ -202,14 +202,6 @@ static int vn_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t * 
     return AML_OK;
 }
 
-static int vn_close(aml_t * aml, aml_tport_ep_t ** eps, size_t n)
-{
-    /* quiesce left nothing in flight: the FIFOs go with the segment at fini */
-    for (size_t i = 0; i < n; i++)
-        *eps[i] = NULL;
-    return AML_OK;
-}
-
 /* ---- packets -------------------------------------------------------------------------- */
 
 /* Appends q to vp's waiting sends. */
@@ -564,7 +556,6 @@ const aml_tport_t aml_vnode_tport = {
     .init = vn_init,
     .address = vn_address,
     .connect = vn_connect,
-    .close = vn_close,
     .fini = vn_fini,
     .send_inline = vn_send_inline,
     .send = vn_send,

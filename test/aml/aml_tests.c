@@ -156,6 +156,8 @@ static void wait_done(rank_ctx_t * c, int n)
         aml_progress(c->aml);
 }
 
+#define MAX_DYN 16
+
 /* ---- tests ---------------------------------------------------------------------------- */
 
 /* handlers, user headers, counters (target counter named remotely, origin, completion) */
@@ -1587,6 +1589,138 @@ static void seq_reorder_put(aml_config_t * cfg)
     cfg->rndv_put = 1;
 }
 
+/* ---- peers of other jobs (aml_add_peer) ------------------------------------------------ */
+
+/* Two jobs of two ranks: every rank connects to every rank of the other job at once (so
+ * CONNECTs cross), then each sends one-packet, eager and rendezvous messages to each of them
+ * and fences; a receiver checks that a message's source is the index aml_add_peer gave for
+ * its sender, and every byte. */
+struct dyn_hdr {
+    int32_t grank;
+    int32_t seq;
+    uint64_t len;
+};
+
+static struct {
+    int peer_of[MAX_DYN];       /* index of global rank g at this process */
+    int got;
+    int dones;                  /* "done" messages: their sender's fences completed */
+    int bad;
+} dyn;
+
+static void dyn_compl(aml_t * aml, void *arg)
+{
+    uint64_t *m = arg;          /* len, grank, then the data */
+    const unsigned char *d = (const unsigned char *) (m + 2);
+    (void) aml;
+    for (uint64_t i = 0; i < m[0]; i++)
+        if (d[i] != (unsigned char) (m[1] * 31 + i))
+            dyn.bad++;
+    free(m);
+    dyn.got++;
+}
+
+static int dyn_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    struct dyn_hdr h;
+    uint64_t *m;
+    (void) aml;
+    (void) ctx;
+    memcpy(&h, info->uhdr, sizeof(h));
+    if (h.seq == -1) {
+        dyn.dones++;
+        return 0;
+    }
+    if (h.grank < 0 || h.grank >= MAX_DYN || dyn.peer_of[h.grank] != info->src ||
+        h.len != info->msg_len)
+        dyn.bad++;
+    m = malloc(2 * sizeof(uint64_t) + info->msg_len + 1);
+    m[0] = info->msg_len;
+    m[1] = (uint64_t) h.grank;
+    if (info->data) {
+        memcpy(m + 2, info->data, info->msg_len);
+        dyn_compl(aml, m);
+        return 0;
+    }
+    recv->buf = m + 2;
+    recv->compl_fn = dyn_compl;
+    recv->compl_arg = m;
+    return 0;
+}
+
+static int t_dynamic(rank_ctx_t * c)
+{
+    static const size_t sizes[] = { 8, 3000, 10000, 1 << 20 };
+    const int nsz = sizeof(sizes) / sizeof(sizes[0]);
+    int other0 = c->job ? 0 : launch_split, nother = 2, nall = launch_split + 2;
+    const void *up;
+    size_t ul;
+    unsigned char *buf = malloc(1 << 20);
+    int64_t npeers;
+
+    CHECK(buf, "malloc");
+    memset(&dyn, 0, sizeof(dyn));
+    CHECK_OK(aml_register_handler(c->aml, 5, dyn_handler, NULL));
+    CHECK_OK(aml_upid(c->aml, -1, &up, &ul));
+    CHECK(ul > 8 && ul + sizeof(size_t) <= BOARD_MAX, "upid of %zu bytes", ul);
+    memcpy(test_board(c->grank), &ul, sizeof(ul));
+    memcpy((char *) test_board(c->grank) + sizeof(ul), up, ul);
+    test_barrier(c);
+
+    /* every rank of the other job, all at once; own job's ranks and self by their upid too */
+    for (int g = 0; g < nall; g++) {
+        size_t l;
+        memcpy(&l, test_board(g), sizeof(l));
+        CHECK_OK(aml_add_peer(c->aml, (char *) test_board(g) + sizeof(l), l, 30000,
+                              &dyn.peer_of[g]));
+        if (g >= other0 && g < other0 + nother)
+            CHECK(dyn.peer_of[g] >= c->size, "peer of another job got index %d", dyn.peer_of[g]);
+        else
+            CHECK(dyn.peer_of[g] == g - (c->job ? launch_split : 0), "rank of this job: %d",
+                  dyn.peer_of[g]);
+    }
+    /* asking again gives the same index; the upid of the index is the one asked for */
+    for (int g = other0; g < other0 + nother; g++) {
+        size_t l;
+        int again;
+        memcpy(&l, test_board(g), sizeof(l));
+        CHECK_OK(aml_add_peer(c->aml, (char *) test_board(g) + sizeof(l), l, 0, &again));
+        CHECK(again == dyn.peer_of[g], "second add_peer: %d, first %d", again, dyn.peer_of[g]);
+        CHECK_OK(aml_upid(c->aml, again, &up, &ul));
+        CHECK(ul == l && !memcmp(up, (char *) test_board(g) + sizeof(l), l), "upid differs");
+    }
+    CHECK_OK(aml_qenv(c->aml, AML_Q_PEERS, &npeers));
+    CHECK(npeers == c->size + nother, "%lld peers", (long long) npeers);
+    test_barrier(c);
+
+    for (int i = 0; i < (1 << 20); i++)
+        buf[i] = (unsigned char) (c->grank * 31 + i);
+    for (int g = other0; g < other0 + nother; g++) {
+        for (int k = 0; k < nsz; k++) {
+            struct dyn_hdr h = { c->grank, k, sizes[k] };
+            aml_cntr_t org;
+            CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+            CHECK_OK(aml_amsend(c->aml, dyn.peer_of[g], 5, &h, sizeof(h), buf, sizes[k], NULL,
+                                &org, NULL));
+            CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+            CHECK_OK(aml_cntr_destroy(c->aml, &org));
+        }
+        CHECK_OK(aml_fence(c->aml, dyn.peer_of[g]));
+    }
+    /* a fence needs its target's progress: nobody stops progressing before every peer's
+     * fences completed */
+    for (int g = other0; g < other0 + nother; g++) {
+        struct dyn_hdr h = { c->grank, -1, 0 };
+        CHECK_OK(aml_amsend_small(c->aml, dyn.peer_of[g], 5, &h, sizeof(h), NULL, 0));
+    }
+    while (dyn.got < nother * nsz || dyn.dones < nother)
+        aml_progress(c->aml);
+    CHECK(dyn.bad == 0, "%d bad messages or bytes", dyn.bad);
+    test_barrier(c);
+    free(buf);
+    return 0;
+}
+
 typedef struct {
     const char *name;
     int nprocs;
@@ -1693,13 +1827,17 @@ int main(int argc, char **argv)
             printf("%s\n", tests[i].name);
         for (size_t i = 0; i < sizeof(fatal_tests) / sizeof(fatal_tests[0]); i++)
             printf("%s\n", fatal_tests[i].name);
-        printf("config\nconfig_mismatch\n");
+        printf("config\nconfig_mismatch\ndynamic\n");
         for (size_t i = 0; i < nb; i++)
             printf("%s\n", bad_cases[i].name);
         return 0;
     }
     if (!strcmp(argv[1], "config"))
         return t_config();
+    if (!strcmp(argv[1], "dynamic")) {
+        launch_split = 2;
+        return launch(4, t_dynamic, NULL, 120, -1, NULL);
+    }
     if (!strcmp(argv[1], "config_mismatch")) {
         launch_connect_fails = mismatch_check;
         return launch(2, t_never, credits_by_rank, 60, -1, NULL);

@@ -16,6 +16,7 @@ typedef struct {
     size_t len[MAX_RANKS];
     char addr[MAX_RANKS][ADDR_MAX];
     char fatal_msg[MAX_RANKS][600];
+    char board[MAX_RANKS][BOARD_MAX];
 } shared_t;
 
 static shared_t *sh;
@@ -30,6 +31,12 @@ static int my_rank;
 static char vnode_job[64];      /* unique per launch: concurrent test runs never share */
 
 int (*launch_connect_fails) (aml_t * aml, int rank, int rc);
+int launch_split;
+
+void *test_board(int grank)
+{
+    return sh->board[grank];
+}
 
 static void fatal_cb(void *arg, const char *msg)
 {
@@ -39,15 +46,21 @@ static void fatal_cb(void *arg, const char *msg)
     _exit(FATAL_EXIT);
 }
 
-static int run_rank(int rank, int size, rank_body_t body, void (*cfg_hook) (aml_config_t *))
+static int run_rank(int grank, int nprocs, rank_body_t body, void (*cfg_hook) (aml_config_t *))
 {
     aml_config_t cfg;
-    rank_ctx_t ctx = { rank, size, NULL };
+    int job = launch_split > 0 && grank >= launch_split;
+    int off = job ? launch_split : 0;
+    int rank = grank - off;
+    int size = launch_split > 0 ? (job ? nprocs - launch_split : launch_split) : nprocs;
+    rank_ctx_t ctx = { rank, size, NULL, job, grank };
     const void *a;
     size_t alen;
     int rc;
 
-    my_rank = rank;
+    my_rank = grank;
+    if (job)
+        strcat(vnode_job, "-job1");
     aml_config_default(&cfg);
     cfg.rank = rank;
     cfg.size = size;
@@ -67,10 +80,10 @@ static int run_rank(int rank, int size, rank_body_t body, void (*cfg_hook) (aml_
     aml_local_address(ctx.aml, &a, &alen);
     if (alen > ADDR_MAX)
         return 1;
-    memcpy(sh->addr[rank], a, alen);
-    sh->len[rank] = alen;
+    memcpy(sh->addr[grank], a, alen);
+    sh->len[grank] = alen;
     pthread_barrier_wait(&sh->bar);
-    rc = aml_connect(ctx.aml, sh->addr, ADDR_MAX);
+    rc = aml_connect(ctx.aml, sh->addr[off], ADDR_MAX);
     if (launch_connect_fails) {
         if (rc == AML_OK)
             fprintf(stderr, "rank %d: aml_connect succeeded, a failure was expected\n", rank);

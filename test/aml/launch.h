@@ -10,8 +10,10 @@
 #include <stdlib.h>
 
 typedef struct {
-    int rank, size;
+    int rank, size;             /* within this rank's job */
     aml_t *aml;
+    int job;                    /* launch_split: 0 or 1 */
+    int grank;                  /* among every process launched */
 } rank_ctx_t;
 
 /* Runs body on nprocs ranks, each with a connected aml. cfg_hook may adjust the config.
@@ -24,6 +26,13 @@ void test_barrier(rank_ctx_t * c);
 /* When set, aml_connect is expected to fail on every rank: the rank's exit code is this
  * function's result (it checks the failure), and a connect that succeeds fails the test. */
 extern int (*launch_connect_fails) (aml_t * aml, int rank, int rc);
+/* When > 0: two jobs, as MPI's dynamic processes make: the first launch_split processes are
+ * job 0, the others job 1, each connected within its job only (aml ranks count from 0 in each;
+ * with AML_TEST_VNODE each job has its own segment). test_barrier spans both jobs. */
+extern int launch_split;
+/* A scratch area per process, shared by all (e.g. to pass upids between jobs). */
+#define BOARD_MAX 1024
+void *test_board(int grank);
 
 #define CHECK(cond, ...)                                                         \
     do {                                                                         \

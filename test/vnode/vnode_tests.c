@@ -383,7 +383,7 @@ static const struct {
     {"malformed_hlen_gt_len", t_malformed_hlen_gt_len},
     {"malformed_overrun", t_malformed_overrun}, {"malformed_pad", t_malformed_pad},
     {"malformed_seq", t_malformed_seq}, {"stale_cells", t_stale_cells},
-    {"cleanup_kill9", t_cleanup_kill9}, {"two_jobs", t_two_jobs}, {"noshm", t_noshm},
+    {"cleanup_kill9", t_cleanup_kill9}, {"watch", t_watch}, {"two_jobs", t_two_jobs}, {"noshm", t_noshm},
     {"attach_timeout", t_attach_timeout}, {"mismatch", t_mismatch}, {"stale", t_stale},
     {"alone", t_alone}, {"single_copy", t_single_copy},
     {"single_copy_refused", t_single_copy_refused}, {"shared_copy", t_shared_copy},

@@ -416,3 +416,59 @@ int t_alone(void)
     vnode_finalize(v);
     return 0;
 }
+
+/* -- watch: a rank killed with SIGKILL is named at once by the rank that watches it; a rank
+ * that finalizes is not -- */
+struct watch_sh {
+    pid_t pids[3];
+    int died, local, pid;
+    int finalized1;
+};
+
+static void watch_cb(void *arg, int n, const int *local, const int *pid)
+{
+    struct watch_sh *w = (struct watch_sh *) ((vt_ctx_t *) arg)->scratch;
+    w->local = n == 1 ? local[0] : -n;
+    w->pid = pid[0];
+    __atomic_add_fetch(&w->died, 1, __ATOMIC_SEQ_CST);
+}
+
+static int watch_body(vt_ctx_t * c)
+{
+    struct watch_sh *w = (struct watch_sh *) c->scratch;
+    w->pids[c->rank] = getpid();
+    CHECK_OK(c->v, vnode_watch(c->v, watch_cb, c));
+    vt_barrier(c);
+    if (c->rank == 2) {
+        for (;;)
+            pause();    /* until killed */
+    }
+    if (c->rank == 0) {
+        CHECK(kill(w->pids[2], SIGKILL) == 0, "kill: %s", strerror(errno));
+        /* rank 1 watches rank 2 */
+        for (int i = 0; __atomic_load_n(&w->died, __ATOMIC_SEQ_CST) == 0; i++) {
+            CHECK(i < 2000, "nobody said that rank 2 died");
+            vt_sleep_ms(1);
+        }
+        CHECK(w->local == 2 && w->pid == (int) w->pids[2], "named local %d pid %d, killed 2 "
+              "(pid %d)", w->local, w->pid, (int) w->pids[2]);
+        /* rank 1 finalizes normally: rank 0, its watcher, says nothing */
+        while (!__atomic_load_n(&w->finalized1, __ATOMIC_SEQ_CST))
+            vt_sleep_ms(1);
+        vt_sleep_ms(200);
+        CHECK(__atomic_load_n(&w->died, __ATOMIC_SEQ_CST) == 1, "%d deaths reported", w->died);
+    } else {
+        while (__atomic_load_n(&w->died, __ATOMIC_SEQ_CST) == 0)
+            vt_sleep_ms(1);
+        vnode_finalize(c->v);
+        c->v = NULL;
+        __atomic_store_n(&w->finalized1, 1, __ATOMIC_SEQ_CST);
+    }
+    return 0;
+}
+
+int t_watch(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = 2 };
+    return vt_run(3, watch_body, &o);
+}

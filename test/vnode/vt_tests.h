@@ -18,6 +18,7 @@ int t_malformed_pad(void);
 int t_malformed_seq(void);
 int t_stale_cells(void);
 int t_cleanup_kill9(void);
+int t_watch(void);
 int t_two_jobs(void);
 int t_noshm(void);
 int t_attach_timeout(void);

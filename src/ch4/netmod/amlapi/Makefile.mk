@@ -33,10 +33,13 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_probe.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_ctrl.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_progress.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_spawn.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_fault.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_adaptive.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_context.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_dispatch.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_dynamic.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_eager.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_onepacket.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_progress.c \
@@ -56,7 +59,8 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/shm/vnode/vnode_ring.c \
                     src/mpid/ch4/shm/vnode/vnode_bell.c \
                     src/mpid/ch4/shm/vnode/vnode_cma.c \
-                    src/mpid/ch4/shm/vnode/vnode_share.c
+                    src/mpid/ch4/shm/vnode/vnode_share.c \
+                    src/mpid/ch4/shm/vnode/vnode_watch.c
 
 errnames_txt_files += src/mpid/ch4/netmod/amlapi/errnames.txt
 

@@ -15,7 +15,7 @@ static void am_isend_done(aml_t * aml, void *arg)
     MPIDIG_global.origin_cbs[MPIDI_AMLAPI_AMREQ(sreq).handler_id] (sreq);
 }
 
-int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
+int MPIDI_AMLAPI_am_send(int peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
                          const void *data, MPI_Aint data_sz, int src_vci, int dst_vci,
                          MPIR_Request * sreq)
 {
@@ -34,7 +34,7 @@ int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI
         MPIR_Memcpy(h + 1, am_hdr, am_hdr_sz);
 
     memset(&x, 0, sizeof(x));
-    x.peer = world_rank;
+    x.peer = peer;
     x.handler = MPIDI_AMLAPI_H_MPIDIG;
     x.uhdr = uhdr;
     x.uhdr_len = sizeof(*h) + am_hdr_sz;

@@ -34,7 +34,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int h
         MPIDI_AMLAPI_AMREQ(sreq).pack_buffer = pack;
         send_buf = pack;
     }
-    mpi_errno = MPIDI_AMLAPI_am_send(MPIDI_AMLAPI_world_rank(comm, rank), handler_id, am_hdr,
+    mpi_errno = MPIDI_AMLAPI_am_send(MPIDI_AMLAPI_peer(comm, rank), handler_id, am_hdr,
                                      am_hdr_sz, send_buf, data_sz, src_vci, dst_vci, sreq);
   fn_exit:
     MPIR_FUNC_EXIT;
@@ -59,7 +59,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm * comm, in
                                                   int src_vci, int dst_vci)
 {
     /* a header-only message is a one-packet message: aml copies it, nothing to wait for */
-    return MPIDI_AMLAPI_am_send(MPIDI_AMLAPI_world_rank(comm, rank), handler_id, am_hdr,
+    return MPIDI_AMLAPI_am_send(MPIDI_AMLAPI_peer(comm, rank), handler_id, am_hdr,
                                 am_hdr_sz, NULL, 0, src_vci, dst_vci, NULL);
 }
 

@@ -37,13 +37,13 @@ static MPIR_Request *wait_take(uint64_t msg_id)
     return NULL;
 }
 
-void MPIDI_AMLAPI_send_ctrl(int world, uint32_t type, uint32_t result, uint64_t msg_id)
+void MPIDI_AMLAPI_send_ctrl(int peer, uint32_t type, uint32_t result, uint64_t msg_id)
 {
     MPIDI_AMLAPI_ctrl_hdr_t h = { type, result, msg_id };
-    int rc = aml_amsend(MPIDI_AMLAPI_global.aml, world, MPIDI_AMLAPI_H_CTRL, &h, sizeof(h),
+    int rc = aml_amsend(MPIDI_AMLAPI_global.aml, peer, MPIDI_AMLAPI_H_CTRL, &h, sizeof(h),
                         NULL, 0, NULL, NULL, NULL);
     if (rc != AML_OK)
-        MPIDI_AMLAPI_fatal("cannot send a control message to rank %d: %s", world,
+        MPIDI_AMLAPI_fatal("cannot send a control message to rank %d: %s", peer,
                            aml_strerror(rc));
 }
 
@@ -83,7 +83,7 @@ int MPIDI_AMLAPI_ctrl_handler(aml_t * aml, void *ctx, const aml_msg_info_t * inf
         case MPIDI_AMLAPI_CTRL_CANCEL_REQ:{
                 int done = 0;
                 for (MPIDI_AMLAPI_ue_t * ue = MPIDI_AMLAPI_p2p.ue_head; ue; ue = ue->next) {
-                    if (ue->world_src != info->src || ue->hdr.msg_id != h.msg_id)
+                    if (ue->peer_src != info->src || ue->hdr.msg_id != h.msg_id)
                         continue;
                     /* an early arrival nobody matched: drop it (an eager one still
                      * arriving stays: it will be received) */

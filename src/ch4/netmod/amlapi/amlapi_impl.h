@@ -34,7 +34,8 @@ extern MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
 enum {
     MPIDI_AMLAPI_H_MPIDIG = 0,  /* MPICH's generic active messages (MPIDIG) */
     MPIDI_AMLAPI_H_P2P,         /* native MPI point-to-point (amlapi_match.c) */
-    MPIDI_AMLAPI_H_CTRL         /* its control messages: sync ack, cancel */
+    MPIDI_AMLAPI_H_CTRL,        /* its control messages: sync ack, cancel */
+    MPIDI_AMLAPI_H_DYNPROC      /* MPICH's connect/accept handshake (amlapi_spawn.c) */
 };
 
 /* What precedes MPIDIG's own header in the aml user header. 8 bytes, so the MPIDIG header
@@ -46,6 +47,7 @@ typedef struct {
     uint32_t rsvd;
 } MPIDI_AMLAPI_am_hdr_t;
 
+#define MPIDI_AMLAPI_AV(av) ((av)->netmod.amlapi)
 #define MPIDI_AMLAPI_AMREQ(req) ((req)->dev.ch4.am.netmod_am.amlapi)
 #define MPIDI_AMLAPI_REQ(req) ((req)->dev.ch4.netmod.amlapi)
 
@@ -58,13 +60,15 @@ typedef struct {
         }                                                                              \
     } while (0)
 
-/* COMM_WORLD rank of rank in comm: aml addresses peers by world rank. */
-MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_world_rank(MPIR_Comm * comm, int rank)
+/* aml's index of rank in comm: its COMM_WORLD rank, or for a process of another job (AV
+ * table above 0) the index aml_add_peer gave it, kept in its AV entry (amlapi_spawn.c). */
+MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_peer(MPIR_Comm * comm, int rank)
 {
     int lpid = -1, avtid = 0;
     MPIDIU_comm_rank_to_pid(comm, rank, &lpid, &avtid);
-    MPIR_Assert(avtid == 0);
-    return lpid;
+    if (likely(avtid == 0))
+        return lpid;
+    return MPIDI_AMLAPI_AV(&MPIDIU_get_av(avtid, lpid)).peer;
 }
 
 /* aml moves contiguous bytes: a non-contiguous send is packed once into *pack (MPL_malloc'd,
@@ -91,7 +95,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_pack(const void *buf, MPI_Aint count,
 
 /* amlapi_am.c: the MPIDIG transport (the inline MPIDI_NM_am_* in amlapi_am.h call these) */
 int MPIDI_AMLAPI_am_init(void);
-int MPIDI_AMLAPI_am_send(int world_rank, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
+int MPIDI_AMLAPI_am_send(int peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
                          const void *data, MPI_Aint data_sz, int src_vci, int dst_vci,
                          MPIR_Request * sreq);
 
@@ -111,6 +115,14 @@ int MPIDI_AMLAPI_cancel_recv(MPIR_Request * rreq);
 int MPIDI_AMLAPI_iprobe(int source, int tag, MPIR_Comm * comm, int context_offset, int *flag,
                         MPIR_Request ** message, MPI_Status * status);
 
+
+/* amlapi_spawn.c: dynamic processes */
+int MPIDI_AMLAPI_spawn_init(void);
+void MPIDI_AMLAPI_spawn_finalize(void);
+
+/* amlapi_fault.c: a rank names itself when it exits early or gets a fatal signal */
+void MPIDI_AMLAPI_fault_init(void);
+void MPIDI_AMLAPI_fault_finalize(void);
 
 /* amlapi_progress.c: the progress modes */
 int MPIDI_AMLAPI_oversubscribed(void);

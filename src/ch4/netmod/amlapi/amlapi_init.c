@@ -148,6 +148,25 @@ cvars:
         without an arrival (progress that needs no packet, e.g. nonblocking collective
         schedules, waits at most this long). 1 to 1000.
 
+    - name        : MPIR_CVAR_AMLAPI_KEEPALIVE
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 1000
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Failure handling for ranks on other hosts. Their endpoints use UCX's peer failure
+        handling, so a rank there that dies ends the job at once with an error naming it and
+        its host; and a connection to such a rank that has been silent for this many
+        milliseconds is probed by TCP keepalive (3 probes this far apart, whole seconds), so a
+        host that stops answering is found in about 4 times this (measured 4 s at 1000 ms,
+        between namespaces; UCX's defaults take 28 s). The kernel answers the probes, so a rank
+        that computes without calling MPI is never taken for dead. Limits of UCX 1.13: only
+        the rank that opened the connection probes it, and a connection with data in flight
+        waits for the kernel's retransmission limit (net.ipv4.tcp_retries2, about 15 minutes
+        by default). 0 = no failure handling. 0 to 3600000.
+
     - name        : MPIR_CVAR_AMLAPI_OVERSUBSCRIBED
       category    : CH4_AMLAPI
       type        : int
@@ -259,6 +278,7 @@ void MPIDI_AMLAPI_fatal(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg + n, sizeof(msg) - n, fmt, ap);
     va_end(ap);
+    MPIDI_AMLAPI_fault_finalize();      /* this message says it all: no exit report */
     MPID_Abort(NULL, MPI_ERR_INTERN, 1, msg);
     abort();    /* MPID_Abort does not return */
 }
@@ -312,6 +332,7 @@ static int read_vnode_config(aml_config_t * cfg)
     cfg->vnode_shared_copy = (size_t) MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY;
     /* split nodes (NOLOCAL, cliques) reach the rest of this host through UCX */
     cfg->ucx_onnode = MPIR_CVAR_NOLOCAL || MPIR_pmi_has_local_cliques();
+    cfg->vnode_watch = MPIR_CVAR_AMLAPI_REPORT_EXIT;
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -413,6 +434,18 @@ static int read_config(aml_config_t * cfg)
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
                              "MPIR_CVAR_AMLAPI_OVERSUBSCRIBED", buf);
     }
+    if (MPIR_CVAR_AMLAPI_KEEPALIVE < 0 || MPIR_CVAR_AMLAPI_KEEPALIVE > 3600000) {
+        snprintf(buf, sizeof(buf), "%d (must be 0..3600000)", MPIR_CVAR_AMLAPI_KEEPALIVE);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_KEEPALIVE", buf);
+    }
+    cfg->keepalive_ms = MPIR_CVAR_AMLAPI_KEEPALIVE;
+    if (MPIR_CVAR_AMLAPI_DYNAMIC_PEERS < 0 || MPIR_CVAR_AMLAPI_DYNAMIC_PEERS > 1048576) {
+        snprintf(buf, sizeof(buf), "%d (must be 0..1048576)", MPIR_CVAR_AMLAPI_DYNAMIC_PEERS);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_DYNAMIC_PEERS", buf);
+    }
+    cfg->dyn_peers_max = MPIR_CVAR_AMLAPI_DYNAMIC_PEERS;
     mpi_errno = read_vnode_config(cfg);
     MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
@@ -461,6 +494,8 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
     mpi_errno = MPIDI_AMLAPI_am_init();
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_AMLAPI_p2p_init();
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_AMLAPI_spawn_init();
     MPIR_ERR_CHECK(mpi_errno);
     /* aml carries the whole tag in its header: no tag bits are taken for matching */
     *tag_bits = MPIR_TAG_BITS_DEFAULT;
@@ -564,6 +599,7 @@ int MPIDI_AMLAPI_init_world(void)
 
 int MPIDI_AMLAPI_post_init(void)
 {
+    MPIDI_AMLAPI_fault_init();
     return MPI_SUCCESS;
 }
 
@@ -572,6 +608,7 @@ int MPIDI_AMLAPI_mpi_finalize_hook(void)
     int mpi_errno = MPI_SUCCESS;
     int rc;
 
+    MPIDI_AMLAPI_fault_finalize();
     /* aml_quiesce runs aml's two finalize rounds with every peer (nothing can reach a closed
      * endpoint after it); the PMI barrier then keeps every worker alive until all ranks have
      * closed their endpoints to it */
@@ -582,6 +619,7 @@ int MPIDI_AMLAPI_mpi_finalize_hook(void)
     rc = aml_finalize(MPIDI_AMLAPI_global.aml);
     MPIDI_AMLAPI_global.aml = NULL;
     MPIDI_AMLAPI_p2p_finalize();
+    MPIDI_AMLAPI_spawn_finalize();
     MPIDI_AMLAPI_CHK(rc, "aml_finalize");
   fn_exit:
     return mpi_errno;

@@ -151,7 +151,7 @@ int MPIDI_AMLAPI_p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info
         MPIDI_AMLAPI_fatal("out of memory holding a %zu-byte early message from rank %d",
                            info->msg_len, info->src);
     ue->hdr = h;
-    ue->world_src = info->src;
+    ue->peer_src = info->src;
     ue->len = info->msg_len;
     ue->held = info->protocol == AML_PROTO_RNDV ? 0 : info->msg_len;
     ue->protocol = info->protocol;

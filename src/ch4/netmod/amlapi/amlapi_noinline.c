@@ -1,7 +1,7 @@
 /*
  * amlapi netmod: the non-inline entry points other than init/finalize. Windows and
  * partitioned communication use MPICH's generic implementations (their traffic rides on
- * amlapi's active messages); dynamic processes are not supported yet.
+ * amlapi's active messages); dynamic processes are in amlapi_spawn.c.
  */
 
 #include "mpidimpl.h"
@@ -11,36 +11,6 @@
 int MPIDI_AMLAPI_comm_set_hints(MPIR_Comm * comm_ptr, MPIR_Info * info)
 {
     return MPI_SUCCESS;
-}
-
-static int not_supported(const char *what)
-{
-    int mpi_errno = MPI_SUCCESS;
-    MPIR_ERR_SET1(mpi_errno, MPI_ERR_UNSUPPORTED_OPERATION, "**amlapi_notsupported",
-                  "**amlapi_notsupported %s", what);
-    return mpi_errno;
-}
-
-int MPIDI_AMLAPI_get_local_upids(MPIR_Comm * comm, int **local_upid_size, char **local_upids)
-{
-    return not_supported("dynamic processes (MPI_Comm_spawn, connect/accept)");
-}
-
-int MPIDI_AMLAPI_upids_to_gpids(int size, int *remote_upid_size, char *remote_upids,
-                                uint64_t * remote_gpids)
-{
-    return not_supported("dynamic processes (MPI_Comm_spawn, connect/accept)");
-}
-
-int MPIDI_AMLAPI_dynamic_send(uint64_t remote_gpid, int tag, const void *buf, int size,
-                              int timeout)
-{
-    return not_supported("dynamic processes (MPI_Comm_spawn, connect/accept)");
-}
-
-int MPIDI_AMLAPI_dynamic_recv(int tag, void *buf, int size, int timeout)
-{
-    return not_supported("dynamic processes (MPI_Comm_spawn, connect/accept)");
 }
 
 int MPIDI_AMLAPI_mpi_comm_commit_pre_hook(MPIR_Comm * comm)

@@ -78,7 +78,7 @@ typedef struct {
 typedef struct MPIDI_AMLAPI_ue {
     struct MPIDI_AMLAPI_ue *next, *prev;
     MPIDI_AMLAPI_p2p_hdr_t hdr;
-    int world_src;
+    int peer_src;
     MPI_Aint len;
     MPI_Aint held;              /* data bytes held at this receiver (0 for rendezvous) */
     int protocol;               /* aml_proto_t it came by */
@@ -139,7 +139,7 @@ void MPIDI_AMLAPI_recv_complete(MPIR_Request * rreq);
 
 /* amlapi_ctrl.c */
 void MPIDI_AMLAPI_wait_put(MPIR_Request * sreq, uint64_t msg_id);
-void MPIDI_AMLAPI_send_ctrl(int world, uint32_t type, uint32_t result, uint64_t msg_id);
+void MPIDI_AMLAPI_send_ctrl(int peer, uint32_t type, uint32_t result, uint64_t msg_id);
 int MPIDI_AMLAPI_ctrl_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
                               aml_recv_t * recv);
 

@@ -27,7 +27,7 @@ typedef struct {
     int tag;                    /* receive: tag to match (MPI_ANY_TAG) */
     int context_id;
     int flags;                  /* MPIDI_AMLAPI_RF_* */
-    int peer;                   /* send: destination's world rank (cancel) */
+    int peer;                   /* send: destination's aml peer index (cancel) */
     void *pack_buf;             /* send: packed data; receive: staging buffer */
     uint64_t msg_id;            /* send: the message's id at the receiver */
     struct MPIDI_AMLAPI_ue *ue; /* mprobe: the matched early arrival */
@@ -45,9 +45,10 @@ typedef struct {
     int dummy;
 } MPIDI_AMLAPI_win_t;
 
-/* peers are addressed by their COMM_WORLD rank inside aml: nothing per AV entry */
+/* per AV entry: the aml peer index of a process of another job (AV tables above 0; those
+ * of COMM_WORLD are addressed by their rank and leave it unused) */
 typedef struct {
-    int dummy;
+    int peer;
 } MPIDI_AMLAPI_addr_t;
 
 typedef struct {

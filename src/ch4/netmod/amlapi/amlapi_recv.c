@@ -161,7 +161,7 @@ void MPIDI_AMLAPI_recv_landing(MPIR_Request * rreq, MPI_Aint len, aml_recv_t * r
 static void recv_from_ue(MPIR_Request * rreq, MPIDI_AMLAPI_ue_t * ue)
 {
     if (ue->hdr.flags & MPIDI_AMLAPI_P2P_SYNC)
-        MPIDI_AMLAPI_send_ctrl(ue->world_src, MPIDI_AMLAPI_CTRL_SYNC_ACK, 0, ue->hdr.msg_id);
+        MPIDI_AMLAPI_send_ctrl(ue->peer_src, MPIDI_AMLAPI_CTRL_SYNC_ACK, 0, ue->hdr.msg_id);
     if (ue->deferred) {
         aml_recv_t r;
         int rc;
@@ -172,7 +172,7 @@ static void recv_from_ue(MPIR_Request * rreq, MPIDI_AMLAPI_ue_t * ue)
         /* only a handle aml never gave (or took back) fails: our bug, not the user's */
         if (rc != AML_OK)
             MPIDI_AMLAPI_fatal("aml_accept of a deferred message from rank %d failed: %s",
-                               ue->world_src, aml_strerror(rc));
+                               ue->peer_src, aml_strerror(rc));
         MPL_free(ue);
     } else if (ue->complete) {
         MPIDI_AMLAPI_recv_copy_out(rreq, ue->buf, ue->len);

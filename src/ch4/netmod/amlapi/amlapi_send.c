@@ -48,7 +48,7 @@ int MPIDI_AMLAPI_send(const void *buf, MPI_Aint count, MPI_Datatype datatype, in
          * on either side, and no message id (nothing can wait for it). Larger one-packet
          * messages go below with a request: aml sends them from the user's buffer. */
         h.flags = 0;
-        rc = aml_amsend_small(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_world_rank(comm, rank),
+        rc = aml_amsend_small(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_peer(comm, rank),
                               MPIDI_AMLAPI_H_P2P, &h, MPIDI_AMLAPI_P2P_HDR_NOID,
                               MPIR_get_contig_ptr(buf, dt_true_lb), data_sz);
         MPIDI_AMLAPI_CHK(rc, "aml_amsend_small");
@@ -68,7 +68,7 @@ int MPIDI_AMLAPI_send(const void *buf, MPI_Aint count, MPI_Datatype datatype, in
     h.msg_id = MPIDI_AMLAPI_p2p.next_msg_id;
 
     memset(&x, 0, sizeof(x));
-    x.peer = MPIDI_AMLAPI_world_rank(comm, rank);
+    x.peer = MPIDI_AMLAPI_peer(comm, rank);
     x.handler = MPIDI_AMLAPI_H_P2P;
     x.uhdr = &h;
     x.uhdr_len = sizeof(h);

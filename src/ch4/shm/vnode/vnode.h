@@ -151,6 +151,21 @@ int vnode_share_test(vnode_t * v, vnode_share_t * s);
  * the chunks copied, or an error naming the peer. Cheap when nothing is exported. */
 int vnode_help(vnode_t * v);
 
+/* -- watching the node's ranks --
+ * Every rank holds a robust process-shared mutex in the segment from vnode_attach to
+ * vnode_finalize. vnode_watch starts a thread that waits, in the kernel, on the next local
+ * rank's (ring order, so every rank is watched by one other). When that rank ends without
+ * vnode_finalize -- killed, crashed, exited early -- the kernel wakes the thread at once
+ * (before the dead process's files are closed, so before its launcher sees it end), and
+ * died(arg, n, local[], pid[]) runs in that thread with every rank of the node found dead
+ * (the launcher may kill others meanwhile, and the watcher of the first may be among them:
+ * then the first is still in the list); it may end the process. Nothing runs for a rank that
+ * called vnode_finalize, or after this one did. The thread uses no CPU while it waits. */
+typedef void (*vnode_died_fn_t) (void *arg, int n, const int *local, const int *pid);
+int vnode_watch(vnode_t * v, vnode_died_fn_t died, void *arg);
+/* This rank is about to end on an error it reported itself: its watcher says nothing. */
+void vnode_ending(vnode_t * v);
+
 /* -- counters (MPI_T pvars upstairs) -- */
 typedef struct vnode_stats {
     uint64_t pkts_sent, pkts_recv;

@@ -21,12 +21,13 @@
 #define VNODE_IMPL_H_INCLUDED
 
 #include "vnode.h"
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
 #define VNODE_MAGIC_BASE   0x766e6f6465000000ULL        /* "vnode\0\0" then the version */
-#define VNODE_VERSION      2
+#define VNODE_VERSION      3
 #define VNODE_PAD_HLEN     0xFFFF       /* hlen of a PAD record: skip to the ring's start */
 #define VNODE_BATCH        64   /* packets per vnode_poll */
 #define VNODE_PEER_BATCH   16   /* packets per peer per vnode_poll, for fairness */
@@ -50,7 +51,11 @@ typedef struct vnode_seg_rank {
     _Alignas(64) uint64_t pid;  /* the rank, at attach (0: not attached) */
     uint64_t probe_addr;        /* the rank: where its probe word lives */
     uint32_t probe;             /* the rank: 0 not yet, 1 it read its peer's word, 2 it could not */
+    pthread_mutex_t alive;      /* the rank holds it (robust, process-shared) from attach to
+                                 * vnode_finalize: its end wakes the watcher (vnode_watch.c) */
     _Alignas(64) uint32_t sleeping;     /* VNODE_AWAKE/ARMED (the rank), RUNG (a sender) */
+    uint32_t done;              /* the rank: 1 once it called vnode_finalize, 2 when it ends
+                                 * on an error it reported (vnode_ending) */
 } vnode_seg_rank_t;
 
 enum { VNODE_AWAKE = 0, VNODE_ARMED = 1, VNODE_RUNG = 2 };
@@ -154,6 +159,8 @@ struct vnode {
     vnode_stats_t stats;
     char err[512];
     int err_peer;               /* local index the last error concerns, or -1 */
+    bool holds_alive;           /* this rank locked its alive mutex (attach) */
+    struct vnode_watcher *watcher;      /* vnode_watch's thread, or NULL */
 };
 
 /* vnode_seg.c */
@@ -209,6 +216,10 @@ static inline void vnode_wake(vnode_t * v, int peer)
                                     __ATOMIC_RELAXED))
         vnode_bell_ring(v, peer);
 }
+
+/* vnode_watch.c */
+int vnode_alive_hold(vnode_t * v);      /* at attach, before publishing it */
+bool vnode_watch_end(vnode_t * v);      /* at finalize: true when the segment must stay mapped */
 
 /* vnode_cma.c */
 int vnode_cma_xfer(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,

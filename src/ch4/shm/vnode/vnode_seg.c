@@ -366,6 +366,9 @@ int vnode_attach(vnode_t * v)
     rc = vnode_ring_setup(v);
     if (rc != VNODE_OK)
         return rc;
+    rc = vnode_alive_hold(v);
+    if (rc != VNODE_OK)
+        return rc;
     VNODE_STORE(&me->pid, (uint64_t) getpid(), RELEASE);
     if (__atomic_add_fetch(&h->attached, 1, __ATOMIC_SEQ_CST) == (uint32_t) v->nlocal)
         seg_unlink(v);
@@ -391,7 +394,9 @@ void vnode_finalize(vnode_t * v)
         return;
     if (v->seg) {
         seg_unlink(v);
-        munmap(v->seg, v->seg_bytes);
+        /* a watcher thread may still wake on the segment: it stays mapped until exit */
+        if (!vnode_watch_end(v))
+            munmap(v->seg, v->seg_bytes);
     } else if (v->created) {
         shm_unlink(v->shm_name);
     }

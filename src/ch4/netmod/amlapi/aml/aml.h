@@ -35,9 +35,10 @@ typedef enum {
     AML_ERR_RANGE,              /* address range outside registered memory */
     AML_ERR_STATE,              /* called in the wrong state (e.g. before aml_connect) */
     AML_ERR_CONFIG,             /* ranks disagree on a setting (aml_connect_mismatch) */
-    AML_ERR_SETUP               /* setup failed for a reason given in words: cfg->errbuf from
+    AML_ERR_SETUP,              /* setup failed for a reason given in words: cfg->errbuf from
                                  * aml_init, aml_error() after aml_connect (e.g. /dev/shm
                                  * too small for the on-node segment) */
+    AML_ERR_TIMEOUT             /* aml_add_peer: the other process did not answer in time */
 } aml_status_t;
 
 const char *aml_strerror(int status);
@@ -103,6 +104,17 @@ typedef struct aml_config {
                                  * sender's progress copies part of them (0: never; default
                                  * 32768) */
     uint64_t vnode_shm_free;    /* tests: pretend /dev/shm has this many bytes free (0: ask) */
+    int keepalive_ms;           /* peers on other hosts (another hostname) use UCX's failure
+                                 * handling, and a failed one is fatal, naming it; their silent
+                                 * TCP connections are probed after this long (aml_ucx.c
+                                 * says how); 0: no failure handling. Default 1000 */
+    int dyn_peers_max;          /* processes of other jobs that may join after aml_connect
+                                 * (aml_add_peer); default 1024. Their records are reserved
+                                 * at init (untouched memory costs nothing) so that no peer
+                                 * record ever moves */
+    int vnode_watch;            /* 1: a rank of this node that ends without finalizing is a
+                                 * fatal error naming it, found at once through the segment
+                                 * (vnode_watch); default 0 */
     int ucx_onnode;             /* default 1: some peers on this host go through UCX; 0:
                                  * vnode carries all of them, so UCX's shared-memory FIFOs are
                                  * left out (unless UCX_TLS is set) */
@@ -138,11 +150,30 @@ int aml_quiesce(aml_t * aml);
 /* Releases everything. After the embedder's barrier: no traffic is exchanged any more. */
 int aml_finalize(aml_t * aml);
 
+/* --- peers of other jobs (MPI dynamic processes) -------------------------------------- */
+/* A process of another job (spawned, or met through connect/accept) becomes a peer with an
+ * index at or above the job's size, reached by UCX (never vnode: it is outside this job's
+ * segment). It is named by its "upid": a 64-bit id unique to its aml_t, then an address every
+ * host can reach (UCX's network-only worker address), short enough for an MPI port name.
+ * aml_quiesce leaves such peers out of its rounds (they are not part of this job's finalize)
+ * but flushes what was sent to them. */
+/* The upid of peer (this process's own for peer == rank or -1); valid for the life of aml. */
+int aml_upid(aml_t * aml, int peer, const void **upid, size_t * len);
+/* The index of the process named upid: this process, a rank of the job, a peer that joined
+ * before, or a new one. A new one is connected: both processes exchange a CONNECT packet
+ * (settings, id, and the index each gives the other: a packet's source is the receiver's
+ * index for its sender), which the other process answers from its progress. Blocks,
+ * progressing, until it answered, at most timeout_ms (0: no limit): AML_ERR_TIMEOUT; the
+ * transport's failure: AML_ERR_TRANSPORT; the peer table full (dyn_peers_max): AML_ERR_NOMEM.
+ * The reason, in words: aml_error(). */
+int aml_add_peer(aml_t * aml, const void *upid, size_t len, int timeout_ms, int *peer);
+
 /* --- environment (LAPI_Qenv / LAPI_Senv) ------------------------------------------------ */
 
 typedef enum {
     AML_Q_RANK,                 /* get */
-    AML_Q_SIZE,                 /* get */
+    AML_Q_SIZE,                 /* get: ranks in the job (peers of other jobs not counted) */
+    AML_Q_PEERS,                /* get: peers, those of other jobs that joined included */
     AML_Q_PACKET_SIZE,          /* get */
     AML_Q_MAX_UHDR,             /* get: largest user header */
     AML_Q_ONEPACKET_LIMIT,      /* get: largest data of a one-packet message naming no

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- configuration and environment ---------------------------------------------------- */
@@ -24,6 +25,8 @@ void aml_config_default(aml_config_t * cfg)
     cfg->vnode_eager_limit = 65536;     /* MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD says why */
     cfg->vnode_shared_copy = 32768;
     cfg->ucx_onnode = 1;
+    cfg->dyn_peers_max = 1024;
+    cfg->keepalive_ms = 1000;   /* MPIR_CVAR_AMLAPI_KEEPALIVE says why */
 }
 
 int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
@@ -36,6 +39,9 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
             break;
         case AML_Q_SIZE:
             *val = aml->size;
+            break;
+        case AML_Q_PEERS:
+            *val = aml->npeers;
             break;
         case AML_Q_PACKET_SIZE:
             *val = (int64_t) aml->packet_size;
@@ -137,6 +143,8 @@ static void context_free(aml_t * aml)
 {
     for (int i = 0; i < aml->ntports; i++)
         aml->tports[i]->fini(aml);
+    aml_dynamic_free(aml);
+    free(aml->qflush);
     if (aml->ntports > 1 && aml->efd >= 0)
         close(aml->efd);        /* our epoll set over the transports' fds */
     free(aml->addr);
@@ -148,6 +156,7 @@ static void context_free(aml_t * aml)
     aml_htab_free(&aml->put_rx);
     free(aml->adapt_ids);
     free(aml->lane_eps);
+    free(aml->hosts);
     free(aml->addr_tab[0]);
     free(aml->addr_tab[1]);
     free(aml->regions);
@@ -179,36 +188,49 @@ static int event_fd_setup(aml_t * aml)
     return AML_OK;
 }
 
-/* The address: the settings every rank shares, the lengths of the transports' addresses,
- * then UCX's address and vnode's (none without vnode). */
+/* The address: the settings every rank shares (and its id), the lengths of the transports'
+ * addresses, then UCX's address, vnode's (none without vnode) and UCX's network-only one
+ * (what another job needs of each rank: aml_upid). */
 typedef struct addr_lens {
-    uint32_t ucx, vnode;
+    uint32_t ucx, vnode, net, host;
 } addr_lens_t;
 
 static int address_build(aml_t * aml)
 {
-    const void *ua, *va = NULL;
-    size_t ul, vl = 0;
-    addr_lens_t lens;
+    const void *ua, *va = NULL, *na;
+    size_t ul, vl = 0, nl, hl;
+    addr_lens_t lens = { 0 };
+
     aml_addr_hdr_t h = { AML_WIRE_VERSION, (uint32_t) aml->packet_size,
-        (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr
+        (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr, aml->uuid
     };
+    char *at;
     int rc = aml_ucx_tport.address(aml, &ua, &ul);
     if (rc == AML_OK && aml->vnode)
         rc = aml_vnode_tport.address(aml, &va, &vl);
+    if (rc == AML_OK)
+        rc = aml_ucx_tport.net_address(aml, &na, &nl);
     if (rc != AML_OK)
         return rc;
+    /* the hostname, for errors that name a rank (and to tell which ranks are on other hosts) */
+    gethostname(aml->host, sizeof(aml->host) - 1);
+    hl = strlen(aml->host) + 1;
     lens.ucx = (uint32_t) ul;
     lens.vnode = (uint32_t) vl;
-    aml->addr_len = sizeof(h) + sizeof(lens) + ul + vl;
+    lens.net = (uint32_t) nl;
+    lens.host = (uint32_t) hl;
+    aml->addr_len = sizeof(h) + sizeof(lens) + ul + vl + nl + hl;
     aml->addr = malloc(aml->addr_len);
     if (!aml->addr)
         return AML_ERR_NOMEM;
-    memcpy(aml->addr, &h, sizeof(h));
-    memcpy(aml->addr + sizeof(h), &lens, sizeof(lens));
-    memcpy(aml->addr + sizeof(h) + sizeof(lens), ua, ul);
+    at = aml->addr;
+    memcpy(at, &h, sizeof(h));
+    memcpy(at += sizeof(h), &lens, sizeof(lens));
+    memcpy(at += sizeof(lens), ua, ul);
     if (vl)
-        memcpy(aml->addr + sizeof(h) + sizeof(lens) + ul, va, vl);
+        memcpy(at + ul, va, vl);
+    memcpy(at + ul + vl, na, nl);
+    memcpy(at + ul + vl + nl, aml->host, hl);
     return AML_OK;
 }
 
@@ -233,6 +255,8 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     if (cfg->progress_mode != AML_PROGRESS_POLLING &&
         cfg->progress_mode != AML_PROGRESS_INTERRUPT)
         return AML_ERR_INVAL;
+    if (cfg->dyn_peers_max < 0 || cfg->dyn_peers_max > (1 << 20))
+        return AML_ERR_INVAL;
     if (cfg->vnode_job && (cfg->vnode_nlocal < 1 || cfg->vnode_nlocal > cfg->size ||
                            cfg->vnode_local < 0 || cfg->vnode_local >= cfg->vnode_nlocal))
         return AML_ERR_INVAL;
@@ -253,7 +277,12 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->lanes = cfg->lanes;
     aml->next_msg_id = 1;
     aml->efd = -1;
-    aml->peers = calloc(cfg->size, sizeof(aml_peer_t));
+    aml->npeers = cfg->size;
+    aml->peers_cap = cfg->size + cfg->dyn_peers_max;
+    aml->peers = calloc((size_t) aml->peers_cap, sizeof(aml_peer_t));
+    if (aml->peers)
+        for (int i = 0; i < cfg->size; i++)
+            aml->peers[i].me = (uint32_t) cfg->rank;
     if (!aml->peers || aml_htab_init(&aml->waits, 1024) || aml_htab_init(&aml->replies, 256) ||
         aml_htab_init(&aml->cntrs, 256) || aml_htab_init(&aml->adapt_rx, 256) ||
         aml_htab_init(&aml->deferred, 1024) || aml_htab_init(&aml->put_rx, 256)) {
@@ -288,10 +317,10 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
         aml->max_uhdr = aml->packet_size / 2;
     aml->max_uhdr &= ~(size_t) 7;
     aml->compact_max = max_hdr < AML_COMPACT_MAX ? max_hdr : AML_COMPACT_MAX;
-    aml->compact = cfg->size <= AML_COMPACT_MAX_RANKS;  /* 24 bits of source rank */
+    aml->compact = aml->peers_cap <= AML_COMPACT_MAX_RANKS;     /* 24 bits of source */
     aml->sdesc_size = sizeof(aml_sdesc_t) + aml->packet_size;
 
-    if ((rc = address_build(aml)) != AML_OK)
+    if ((rc = aml_dynamic_init(aml)) != AML_OK || (rc = address_build(aml)) != AML_OK)
         goto fail;
     if ((rc = aml_rma_init(aml)) != AML_OK || (rc = aml_sync_init(aml)) != AML_OK)
         goto fail;
@@ -341,18 +370,30 @@ int aml_connect_mismatch(aml_t * aml, const char **setting, int *peer, int64_t *
     return AML_OK;
 }
 
-/* A rank's UCX and vnode addresses inside its entry (stride bytes) of the table. */
-static bool address_parts(const char *entry, size_t stride, const void **ua, const void **va,
-                          size_t * vl)
+/* A rank's addresses inside its entry (stride bytes) of the table: UCX's, vnode's, UCX's
+ * network-only one. */
+typedef struct addr_parts {
+    const void *ua, *va, *na;
+    const char *host;
+    size_t vl, nl, hl;
+} addr_parts_t;
+
+static bool address_parts(const char *entry, size_t stride, addr_parts_t * a)
 {
     addr_lens_t lens;
     memcpy(&lens, entry + sizeof(aml_addr_hdr_t), sizeof(lens));
-    if ((uint64_t) lens.ucx + lens.vnode > stride - sizeof(aml_addr_hdr_t) - sizeof(lens))
+    if ((uint64_t) lens.ucx + lens.vnode + lens.net + lens.host >
+        stride - sizeof(aml_addr_hdr_t) - sizeof(lens) || lens.host < 1 ||
+        lens.host > AML_HOST_MAX)
         return false;
-    *ua = entry + sizeof(aml_addr_hdr_t) + sizeof(lens);
-    *va = (const char *) *ua + lens.ucx;
-    *vl = lens.vnode;
-    return true;
+    a->ua = entry + sizeof(aml_addr_hdr_t) + sizeof(lens);
+    a->va = (const char *) a->ua + lens.ucx;
+    a->vl = lens.vnode;
+    a->na = (const char *) a->va + lens.vnode;
+    a->nl = lens.net;
+    a->host = (const char *) a->na + lens.net;
+    a->hl = lens.host;
+    return a->host[a->hl - 1] == '\0';
 }
 
 /* The transport of each peer: vnode for the other ranks of this node, UCX for the rest. */
@@ -360,17 +401,22 @@ static int connect_peer(aml_t * aml, int i, const char *entry, size_t stride,
                         aml_tport_ep_t * eps)
 {
     aml_peer_t *p = &aml->peers[i];
-    const void *ua, *va;
-    size_t vl;
+    addr_parts_t a;
+    aml_addr_hdr_t h;
     int local = -1, rc;
+    unsigned flags = 0;
 
-    if (!address_parts(entry, stride, &ua, &va, &vl)) {
+    if (!address_parts(entry, stride, &a)) {
         snprintf(aml->errmsg, sizeof(aml->errmsg), "the address of rank %d is malformed", i);
         return AML_ERR_SETUP;
     }
+    memcpy(&h, entry, sizeof(h));
+    if ((rc = aml_dynamic_world(aml, i, a.na, a.nl, h.uuid)) != AML_OK)
+        return rc;
+    memcpy(aml->hosts[i], a.host, a.hl);
     p->tport = &aml_ucx_tport;
-    if (aml->vnode && i != aml->rank && vl) {
-        int r = aml_vnode_local(aml, va, &local);
+    if (aml->vnode && i != aml->rank && a.vl) {
+        int r = aml_vnode_local(aml, a.va, &local);
         if (r < 0) {
             snprintf(aml->errmsg, sizeof(aml->errmsg), "rank %d shares this rank's node "
                      "segment but describes it differently (node size or index)", i);
@@ -379,7 +425,13 @@ static int connect_peer(aml_t * aml, int i, const char *entry, size_t stride,
         if (r > 0)
             p->tport = &aml_vnode_tport;
     }
-    rc = p->tport->connect(aml, i, p->tport == &aml_vnode_tport ? va : ua, eps, aml->lanes);
+    /* a rank on another host may fail on its own (its process, its host, the network): UCX's
+     * failure handling (keepalive) tells us, and we end the job naming it */
+    if (p->tport == &aml_ucx_tport && aml->cfg.keepalive_ms > 0 &&
+        strcmp(aml->hosts[i], aml->host))
+        flags |= AML_TPORT_CONN_REMOTE;
+    rc = p->tport->connect(aml, i, p->tport == &aml_vnode_tport ? a.va : a.ua, eps, aml->lanes,
+                           flags);
     if (rc != AML_OK)
         return rc;
     if (p->tport == &aml_vnode_tport) {
@@ -423,16 +475,21 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
     /* every local rank is here (the exchange was the barrier): map the node's segment */
     if (aml->vnode && (rc = aml_vnode_attach(aml, aml->errmsg, sizeof(aml->errmsg))) != AML_OK)
         return rc;
-    aml->adapt_ids = calloc((size_t) aml->size * (aml->adaptive_credits + 1), sizeof(uint64_t));
-    aml->lane_eps = calloc((size_t) aml->size * aml->lanes, sizeof(aml_tport_ep_t));
+    /* for every peer record, those of other jobs included (untouched pages cost nothing) */
+    aml->adapt_ids = calloc((size_t) aml->peers_cap * (aml->adaptive_credits + 1),
+                            sizeof(uint64_t));
+    aml->lane_eps = calloc((size_t) aml->peers_cap * aml->lanes, sizeof(aml_tport_ep_t));
+    aml->hosts = calloc((size_t) aml->size, AML_HOST_MAX);
     eps = malloc(aml->lanes * sizeof(aml_tport_ep_t));
-    if (!aml->adapt_ids || !aml->lane_eps || !eps) {
+    if (!aml->adapt_ids || !aml->lane_eps || !aml->hosts || !eps) {
         free(eps);
         return AML_ERR_NOMEM;
     }
     for (int i = 0; i < aml->size && rc == AML_OK; i++)
         rc = connect_peer(aml, i, (const char *) table + (size_t) i * stride, stride, eps);
     free(eps);
+    if (rc == AML_OK && aml->vnode && aml->cfg.vnode_watch)
+        rc = aml_vnode_watch(aml);
     if (rc != AML_OK)
         return rc;
     aml->connected = true;
@@ -466,41 +523,55 @@ int aml_register_handler(aml_t * aml, unsigned id, aml_hdr_handler_t fn, void *c
  * 10 across two hosts hung). What a transport still owes its peers (a TCP connection being
  * set up, queued data) it completes in its flush before round 2, while every peer progresses:
  * it is before its QUIESCE 2 or waiting for ours. */
-struct quiesce_flush {
-    aml_tport_op_t op;
-    int *pending;
-};
-
+/* A flush in flight: its record lives in aml->qflush until context_free (after the
+ * transports' fini), since a flush given up on may still complete, cancelled, when the
+ * transport goes. */
 static void quiesce_flushed(aml_tport_op_t * op)
 {
-    (*((struct quiesce_flush *) op)->pending)--;
+    op->aml->qflush_pending[op->peer >= op->aml->size]--;
 }
 
-/* Flushes every endpoint of the transports that have a flush, progressing until all are done. */
+/* What a process of another job does not take within this long is given up: UCX's flush over
+ * TCP needs the peer's progress (measured: 1-16 ms when it progresses), and such a process
+ * need not progress (after MPI_Comm_disconnect it may compute, or sit in its own job's final
+ * barrier). Data UCX has handed to the kernel still arrives. */
+#define AML_DYN_FLUSH_MS 1000
+
+/* Flushes every endpoint of the transports that have a flush, progressing until all are
+ * done: those of the job's ranks always (they all progress in aml_quiesce), those of other
+ * jobs' processes for at most AML_DYN_FLUSH_MS. */
 static int flush_eps(aml_t * aml)
 {
-    struct quiesce_flush *f = calloc((size_t) aml->size * aml->lanes, sizeof(*f));
+    struct timespec t0, t;
     size_t n = 0;
-    int pending = 0;
-    if (!f)
+    aml->qflush = calloc((size_t) aml->npeers * aml->lanes, sizeof(aml_tport_op_t));
+    if (!aml->qflush)
         return AML_ERR_NOMEM;
-    for (int i = 0; i < aml->size; i++) {
-        if (!aml->peers[i].tport->flush)
+    for (int i = 0; i < aml->npeers; i++) {
+        if (!aml->peers[i].tport->flush || !aml->peers[i].ep ||
+            aml->peers[i].dyn == AML_DYN_FAILED)
             continue;
         for (int l = 0; l < aml->lanes; l++) {
-            struct quiesce_flush *q = &f[n++];
-            q->op.done = quiesce_flushed;
-            q->op.aml = aml;
-            q->op.peer = i;
-            q->pending = &pending;
-            if (aml->peers[i].tport->flush(l ? aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1]
-                                           : aml->peers[i].ep, &q->op) == AML_TPORT_PENDING)
-                pending++;
+            aml_tport_op_t *op = &aml->qflush[n++];
+            op->done = quiesce_flushed;
+            op->aml = aml;
+            op->peer = i;
+            if (aml->peers[i].tport->flush(aml_lane(aml, i, (unsigned) l), op) ==
+                AML_TPORT_PENDING)
+                aml->qflush_pending[i >= aml->size]++;
         }
     }
-    while (pending > 0)
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
         aml_progress(aml);
-    free(f);
+        if (aml->qflush_pending[0] > 0)
+            continue;
+        if (aml->qflush_pending[1] <= 0)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > AML_DYN_FLUSH_MS)
+            break;
+    }
     return AML_OK;
 }
 
@@ -519,7 +590,7 @@ int aml_quiesce(aml_t * aml)
         aml_rmsg_reject(aml, r);
     }
     while (aml->tx_inflight > 0 || aml->waits.count > 0 || aml->replies.count > 0 ||
-           aml->rx_busy > 0)
+           aml->rx_busy > 0 || aml->dyn_inflight > 0)
         aml_progress(aml);
     int rc = flush_eps(aml);
     if (rc != AML_OK)
@@ -527,9 +598,9 @@ int aml_quiesce(aml_t * aml)
     aml_quiesce_rounds(aml, 2);
     while (aml->tx_inflight > 0)
         aml_progress(aml);
-    for (int i = 0; i < aml->size; i++)
+    for (int i = 0; i < aml->npeers; i++)
         aml->peers[i].ep = NULL;
-    for (size_t i = 0; i < (size_t) aml->size * (aml->lanes - 1); i++)
+    for (size_t i = 0; i < (size_t) aml->npeers * (aml->lanes - 1); i++)
         aml->lane_eps[i] = NULL;
     aml->connected = false;
     return AML_OK;

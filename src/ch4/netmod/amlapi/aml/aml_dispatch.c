@@ -48,8 +48,8 @@ static void check_shape(aml_t * aml, const aml_pkt_t * pkt, size_t uhdr_avail, s
 static void unknown_src(aml_t * aml, uint32_t src, int type) __attribute__ ((noreturn));
 static void unknown_src(aml_t * aml, uint32_t src, int type)
 {
-    aml_fatal(aml, "malformed packet from an unknown rank: source %u out of range (size %d), "
-              "type %s", src, aml->size, aml_pkt_name(type));
+    aml_fatal(aml, "malformed packet from an unknown rank: source %u out of range (%d peers), "
+              "type %s", src, aml->npeers, aml_pkt_name(type));
 }
 
 /* The compact one-packet header (aml_spkt_t). Its data follows the user header inside the
@@ -120,7 +120,9 @@ static void decode_full(aml_t * aml, const aml_pkt_type_t * pt, const void *head
                   "an aml packet header (%u)", header_length, pt->hmin);
     }
     memcpy(pkt, header, sizeof(*pkt));
-    if (AML_UNLIKELY(!aml_src_ok(aml, pkt->src)))
+    /* a CONNECT comes from a process this one may not know yet: its body names it */
+    if (AML_UNLIKELY(!aml_src_ok(aml, pkt->src)) &&
+        !(pkt->type == AML_PKT_CONNECT && pkt->src == AML_SRC_NONE))
         unknown_src(aml, pkt->src, pkt->type);
     if (AML_UNLIKELY(pkt->type == 0 || pkt->type >= AML_PKT_TYPE_MAX))
         aml_fatal_pkt(aml, pkt, "unknown packet type");
@@ -217,7 +219,7 @@ static void stash(aml_t * aml, aml_peer_t * p, const aml_pkt_t * pkt, const void
 /* At finalize: early packets whose gap never filled (an aborted peer). */
 void aml_dispatch_free_stash(aml_t * aml)
 {
-    for (int i = 0; i < aml->size; i++) {
+    for (int i = 0; i < aml->npeers; i++) {
         for (aml_ooo_t * o = aml->peers[i].ooo, *n; o; o = n) {
             n = o->next;
             if (o->tport_desc)
@@ -237,13 +239,14 @@ static int rx_decode(aml_t * aml, const void *header, size_t header_length, void
     parts_t pp;
     size_t hsize = decode(aml, header, header_length, length, &pkt);
     const aml_pkt_type_t *pt = aml_pkt_type(pkt.type);
-    aml_peer_t *p = &aml->peers[pkt.src];
+    aml_peer_t *p;
 
     /* only a transport-rendezvous scout comes by the transport's rendezvous; then data is
      * its descriptor */
     if (AML_UNLIKELY(!aml_delivery_ok(pt->flags, pkt.flags, by_rndv)))
         aml_fatal_pkt(aml, &pkt, "%s delivered it %s, the packet says otherwise",
-                      p->tport->name, by_rndv ? "by rendezvous" : "eagerly");
+                      aml_src_ok(aml, pkt.src) ? aml->peers[pkt.src].tport->name : "UCX",
+                      by_rndv ? "by rendezvous" : "eagerly");
     split(&pkt, hsize, header, header_length, data, length, &pp);
 
     if (!(pt->flags & PK_SEQ)) {
@@ -253,6 +256,7 @@ static int rx_decode(aml_t * aml, const void *header, size_t header_length, void
         aml->in_dispatch--;
         return 0;
     }
+    p = &aml->peers[pkt.src];
     if (AML_UNLIKELY(pkt.seq != p->rx_seq)) {
         int32_t ahead = (int32_t) (pkt.seq - p->rx_seq);
         if (ahead < 0)

@@ -18,6 +18,7 @@
  *   services   aml_xfer.c      protocol choice
  *              aml_progress.c  aml_progress, interrupt mode, counter waits
  *              aml_rma.c, aml_sync.c
+ *              aml_dynamic.c   peers of other jobs: upids, CONNECT, aml_add_peer
  *   top        aml_dispatch.c  the dispatcher: decoding and checking by the packet table,
  *                              fast paths, sequence, stash and replay, aml_accept/reject
  *              aml_context.c   configuration, init, connect, quiesce, finalize
@@ -47,6 +48,7 @@ enum {
 
 #define AML_MAX_UHDR AML_UHDR_LIMIT   /* also limited by the transport's largest header */
 #define AML_TPORTS_MAX 2        /* transports one aml_t may use (UCX; vnode next) */
+#define AML_HOST_MAX 64         /* hostnames in addresses and errors (truncated) */
 
 /* Intrusive hash table keyed by a 64-bit value (ids, addresses). */
 typedef struct aml_hent {
@@ -154,8 +156,13 @@ typedef struct aml_ooo {
     bool tport_desc;            /* data is that descriptor: released if never replayed */
 } aml_ooo_t;
 
+/* aml_peer_t.dyn: a peer of another job (aml_dynamic.c) */
+enum { AML_DYN_NONE = 0, AML_DYN_CONNECTING, AML_DYN_UP, AML_DYN_FAILED };
+
 typedef struct aml_peer {
     const aml_tport_t *tport;   /* the transport that reaches this peer */
+    uint32_t me;                /* the source in every packet to this peer: our rank, or the
+                                 * index a peer of another job gave us */
     unsigned caps;              /* what it offers this peer (AML_TPORT_CAP_*) */
     size_t eager_limit;         /* messages above it go by rendezvous (transport's choice) */
     aml_tport_ep_t ep;          /* its first endpoint (lane 0: every sequenced packet) */
@@ -175,6 +182,10 @@ typedef struct aml_peer {
     unsigned next_lane;         /* round robin over the lanes */
     struct aml_sdesc *held;     /* debug_reorder: a packet held back to overtake */
     int quiesce_round;          /* last QUIESCE round received from peer */
+    int dyn;                    /* AML_DYN_*: NONE for the job's ranks */
+    aml_hent_t uh;              /* in aml->uuids, key = its aml_t's id */
+    char *upid;                 /* its upid (aml_upid), malloc'd */
+    size_t upid_len;
 } aml_peer_t;
 
 typedef struct aml_handler {
@@ -224,7 +235,20 @@ struct aml {
         int peer;
         int64_t mine, theirs;
     } mismatch;
-    aml_peer_t *peers;
+    aml_peer_t *peers;          /* [peers_cap]: the job's ranks, then peers of other jobs; never
+                                 * moves (pointers to records are kept) */
+    int npeers;                 /* records in use: size + peers of other jobs */
+    int peers_cap;              /* size + cfg.dyn_peers_max */
+    uint64_t uuid;              /* this aml_t's id (aml_upid) */
+    char *upid;                 /* ours */
+    size_t upid_len;
+    aml_htab_t uuids;           /* every peer's aml_peer_t.uh, by id */
+    int64_t dyn_inflight;       /* CONNECT packets not yet sent */
+    char (*hosts)[AML_HOST_MAX];        /* each rank's hostname (from its address) */
+    char host[AML_HOST_MAX];    /* this process's */
+    void (*fatal_hook) (aml_t * aml);   /* aml_fatal calls it first (vnode_ending) */
+    aml_tport_op_t *qflush;     /* aml_quiesce's endpoint flushes (aml_context.c) */
+    int qflush_pending[2];      /* of the job's ranks, of other jobs' processes */
     bool connected;
     int in_dispatch;            /* >0 while a transport callback runs our handlers */
     aml_handler_t handlers[AML_H_TOTAL];
@@ -315,7 +339,13 @@ static inline void aml_cntr_incr(aml_cntr_t * c)
 /* The key of message msg_id from src in a table of incoming messages. */
 static inline uint64_t aml_rx_key(const aml_t * aml, int src, uint64_t msg_id)
 {
-    return msg_id * (uint64_t) aml->size + (uint64_t) src;
+    return msg_id * (uint64_t) aml->peers_cap + (uint64_t) src;
+}
+
+/* The host of peer, for errors: a rank's hostname, or "another job". */
+static inline const char *aml_peer_host(const aml_t * aml, int peer)
+{
+    return peer >= 0 && peer < aml->size && aml->hosts ? aml->hosts[peer] : "another job";
 }
 
 /* ---- aml_wire.c ------------------------------------------------------------------------ */
@@ -330,7 +360,13 @@ aml_cntr_t *aml_check_cntr(aml_t * aml, const aml_pkt_t * pkt);
  * aml_dispatch.c). */
 static inline bool aml_src_ok(const aml_t * aml, uint32_t src)
 {
-    return src < (uint32_t) aml->size;
+    return src < (uint32_t) aml->npeers;
+}
+
+/* A peer index an API call may name. */
+static inline bool aml_peer_ok(const aml_t * aml, int peer)
+{
+    return peer >= 0 && peer < aml->npeers;
 }
 
 static inline bool aml_handler_ok(const aml_t * aml, unsigned handler)
@@ -388,17 +424,17 @@ static inline int aml_poll(aml_t * aml)
     return aml_poll_all(aml);
 }
 
-/* Fills a compact header's common part and assigns the packet the next sequence number to
- * peer p (none when p is NULL: an unsequenced packet). */
-static inline void aml_spkt_fill(const aml_t * aml, aml_spkt_t * s, aml_peer_t * p, int type,
+/* Fills a compact header's common part for peer p and, when seq, assigns the packet the next
+ * sequence number to p (else 0: an unsequenced packet). */
+static inline void aml_spkt_fill(aml_spkt_t * s, aml_peer_t * p, bool seq, int type,
                                  unsigned handler, size_t uhdr_len)
 {
     s->type = (uint8_t) type;
     s->handler = (uint8_t) handler;
     s->uhdr_len = (uint8_t) uhdr_len;
-    s->src_hi = (uint8_t) (aml->rank >> 16);
-    s->src_lo = (uint16_t) aml->rank;
-    s->seq = p ? (uint16_t) p->tx_seq++ : 0;
+    s->src_hi = (uint8_t) (p->me >> 16);
+    s->src_lo = (uint16_t) p->me;
+    s->seq = seq ? (uint16_t) p->tx_seq++ : 0;
 }
 
 /* Statistics per protocol (AML_Q_MSGS_SENT, AML_Q_BYTES_SENT). */
@@ -554,6 +590,10 @@ int aml_rma_init(aml_t * aml);
 int aml_sync_init(aml_t * aml);
 void aml_quiesce_rounds(aml_t * aml, int round);
 int aml_barrier(aml_t * aml);
+/* aml_dynamic.c */
+int aml_dynamic_init(aml_t * aml);
+int aml_dynamic_world(aml_t * aml, int i, const void *net, size_t net_len, uint64_t uuid);
+void aml_dynamic_free(aml_t * aml);
 
 /* ---- top ------------------------------------------------------------------------------- */
 /* aml_dispatch.c: the transports' rx function */

@@ -33,7 +33,7 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
     size_t total = sizeof(*s) + uhdr_len + len;
     aml_sdesc_t *d;
 
-    aml_spkt_fill(aml, s, p, AML_PKT_ONE_SHORT, handler, uhdr_len);
+    aml_spkt_fill(s, p, true, AML_PKT_ONE_SHORT, handler, uhdr_len);
     if (uhdr_len)
         memcpy(s + 1, uhdr, uhdr_len);
     if (len)
@@ -72,7 +72,7 @@ static int send_zcopy(aml_t * aml, const aml_xfer_t * x)
     if (AML_UNLIKELY(!d))
         return AML_ERR_NOMEM;
     s = (aml_spkt_t *) & d->u.pkt;
-    aml_spkt_fill(aml, s, p, AML_PKT_ONE_SHORT, x->handler, x->uhdr_len);
+    aml_spkt_fill(s, p, true, AML_PKT_ONE_SHORT, x->handler, x->uhdr_len);
     if (x->uhdr_len)
         memcpy(s + 1, x->uhdr, x->uhdr_len);
     d->op.peer = x->peer;
@@ -87,7 +87,7 @@ static int send_zcopy(aml_t * aml, const aml_xfer_t * x)
 int aml_amsend_small(aml_t * aml, int peer, unsigned handler, const void *uhdr,
                      size_t uhdr_len, const void *data, size_t len)
 {
-    if (AML_UNLIKELY(!aml || !aml->connected || peer < 0 || peer >= aml->size ||
+    if (AML_UNLIKELY(!aml || !aml->connected || !aml_peer_ok(aml, peer) ||
                      handler >= AML_MAX_HANDLERS || uhdr_len > aml->max_uhdr ||
                      (uhdr_len && !uhdr) || (len && !data) || !aml->compact ||
                      uhdr_len > UINT8_MAX || aml->protocol != AML_PROTO_AUTO ||

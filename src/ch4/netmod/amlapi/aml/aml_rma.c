@@ -140,7 +140,7 @@ int aml_get(aml_t * aml, int peer, const void *tgt_addr, void *org_addr, size_t 
     aml_reply_wait_t w = {.peer = peer,.kind = AML_PKT_GET_REQ,.org_addr = org_addr,.len = len,
         .org_cntr = org_cntr
     };
-    if (!aml || peer < 0 || peer >= aml->size || (len && (!tgt_addr || !org_addr)))
+    if (!aml || !aml_peer_ok(aml, peer) || (len && (!tgt_addr || !org_addr)))
         return AML_ERR_INVAL;
     return send_req(aml, &w, (uintptr_t) tgt_addr, len, (uintptr_t) tgt_cntr, 0, 0, 0);
 }
@@ -175,7 +175,7 @@ int aml_rmw(aml_t * aml, int peer, aml_rmw_op_t op, int64_t * tgt_var, const int
     aml_reply_wait_t w = {.peer = peer,.kind = AML_PKT_RMW_REQ,.org_addr = prev,
         .len = sizeof(int64_t),.org_cntr = org_cntr
     };
-    if (!aml || peer < 0 || peer >= aml->size || !tgt_var || !in ||
+    if (!aml || !aml_peer_ok(aml, peer) || !tgt_var || !in ||
         ((uintptr_t) tgt_var & 7) || op < AML_RMW_FETCH_ADD || op > AML_RMW_CMP_SWAP)
         return AML_ERR_INVAL;
     return send_req(aml, &w, (uintptr_t) tgt_var, 0, 0, op, (uint64_t) in[0],

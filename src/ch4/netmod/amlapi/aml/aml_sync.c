@@ -137,7 +137,7 @@ int aml_fence(aml_t * aml, int peer)
 {
     int64_t want;
     int rc;
-    if (!aml || peer < 0 || peer >= aml->size)
+    if (!aml || !aml_peer_ok(aml, peer))
         return AML_ERR_INVAL;
     if (!aml->connected || aml->in_dispatch)
         return AML_ERR_STATE;

@@ -61,6 +61,12 @@ enum {
                                  * than the transport sends inline); send it by send */
 };
 
+/* connect flags */
+#define AML_TPORT_CONN_DYNAMIC 0x1
+#define AML_TPORT_CONN_REMOTE  0x2      /* a rank on another host: its failure (dead process,
+                                         * host unreachable, found by keepalive) is fatal,
+                                         * naming it */
+
 /* send flags */
 #define AML_TPORT_SEND_RNDV 0x1 /* the transport's own rendezvous: the payload stays in the
                                  * caller's buffer until the receiver took it (rndv_recv or
@@ -92,9 +98,16 @@ typedef struct aml_tport {
     int (*init) (aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr);
     /* This process's transport address (exchanged by the embedder). */
     int (*address) (aml_t * aml, const void **addr, size_t * len);
+    /* NULL, or: an address of this process that reaches it from any host, for processes of
+     * other jobs (aml_dynamic.c); as short as the transport can make it. */
+    int (*net_address) (aml_t * aml, const void **addr, size_t * len);
     /* neps endpoints to peer, whose address is addr (lanes: eps[0] carries the sequenced
-     * packets, the others adaptive data). */
-    int (*connect) (aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps);
+     * packets, the others adaptive data). AML_TPORT_CONN_DYNAMIC: peer is a process of
+     * another job, which may end before this one (its failure marks the peer
+     * AML_DYN_FAILED instead of ending this process; flush then ignores it).
+     * AML_TPORT_CONN_REMOTE: see there. */
+    int (*connect) (aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps,
+                    unsigned flags);
     /* NULL, or: completes everything sent on ep (a connection still being set up included):
      * AML_TPORT_DONE, or AML_TPORT_PENDING and op->done from progress (peers may need to
      * answer). aml_quiesce flushes every endpoint between its rounds, while every peer still
@@ -150,6 +163,7 @@ extern const aml_tport_t aml_vnode_tport;
  * it offers (get/put only with single copy), its counters (aml_qenv) */
 int aml_vnode_local(aml_t * aml, const void *addr, int *local);
 int aml_vnode_attach(aml_t * aml, char *err, size_t errlen);
+int aml_vnode_watch(aml_t * aml);
 unsigned aml_vnode_caps(aml_t * aml);
 int64_t aml_vnode_stat(aml_t * aml, int q);
 /* aml_ucx_tport.progress, which aml_poll calls directly (a polling loop's every pass) */

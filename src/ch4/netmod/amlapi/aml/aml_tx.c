@@ -118,8 +118,7 @@ void aml_pkt_init(aml_t * aml, aml_pkt_t * pkt, int type, int peer)
 {
     memset(pkt, 0, sizeof(*pkt));
     pkt->type = (uint8_t) type;
-    pkt->src = (uint32_t) aml->rank;
-    (void) peer;
+    pkt->src = aml->peers[peer].me;
 }
 
 /* The fields a message's first packet carries: handler, user header (copied into d), target
@@ -143,8 +142,8 @@ void aml_mpkt_set(aml_t * aml, aml_sdesc_t * d, const aml_xfer_t * x, int type, 
     unsigned f = aml_pkt_type((unsigned) type)->flags;
     bool first = f & PK_HANDLER;
     size_t uhdr_len = first ? x->uhdr_len : 0;
-    aml_spkt_fill(aml, &m->s, (f & PK_SEQ) ? &aml->peers[x->peer] : NULL, type,
-                  first ? x->handler : 0, uhdr_len);
+    aml_spkt_fill(&m->s, &aml->peers[x->peer], f & PK_SEQ, type, first ? x->handler : 0,
+                  uhdr_len);
     m->msg_len = (uint32_t) x->len;
     m->off = (uint32_t) off;
     m->msg_id = id;
@@ -286,7 +285,7 @@ int aml_send_ctrl(aml_t * aml, int peer, int type, uint64_t msg_id, uint64_t aux
 /* Sends the packets debug_reorder held back (from aml_poll). */
 void aml_release_held(aml_t * aml)
 {
-    for (int i = 0; i < aml->size && aml->nheld; i++)
+    for (int i = 0; i < aml->npeers && aml->nheld; i++)
         if (aml->peers[i].held)
             send_held(aml, &aml->peers[i]);
 }
@@ -324,7 +323,7 @@ int aml_debug_send_raw(aml_t * aml, int peer, const void *hdr, size_t hdr_len,
 {
     aml_tport_op_t op = { raw_sent, aml, peer, 0, hdr };
     aml_peer_t *p;
-    if (peer < 0 || peer >= aml->size)
+    if (!aml_peer_ok(aml, peer))
         return AML_ERR_INVAL;
     p = &aml->peers[peer];
     if (p->tport->send(p->ep, &op, hdr_len, data, len, 0) == AML_TPORT_PENDING)

@@ -16,6 +16,8 @@ struct aml_ucx {
     ucp_worker_h worker;
     ucp_address_t *addr;
     size_t addr_len;
+    ucp_address_t *net_addr;    /* network devices only: for processes of other jobs */
+    size_t net_addr_len;
     int efd;                    /* interrupt mode: the worker's event fd, else -1 */
     aml_tport_rx_fn_t rx;
 };
@@ -41,12 +43,49 @@ static void ucx_fini(aml_t * aml)
         return;
     if (u->addr)
         ucp_worker_release_address(u->worker, u->addr);
+    if (u->net_addr)
+        ucp_worker_release_address(u->worker, u->net_addr);
     if (u->worker)
         ucp_worker_destroy(u->worker);
     if (u->ctx)
         ucp_cleanup(u->ctx);
     free(u);
     aml->ucx = NULL;
+}
+
+/* How a rank finds that a host is gone (measured with UCX 1.13.1 between two network
+ * namespaces): a dead process is seen at once (its connections are reset), but a host that
+ * stops answering is seen only by TCP keepalive probes, which the kernel sends on a
+ * connection with no unacknowledged data (UCX sets them on the side that opened it, the
+ * lower address). UCX's defaults take 28 s (10 s idle, 9 probes 2 s apart); so the
+ * keepalive is made keepalive_ms idle, 3 probes keepalive_ms apart (whole seconds, UCX's
+ * granularity): about 4 s at 1000 ms. UCP's own keepalive is turned off: over TCP it only
+ * leaves an unacknowledged check message queued to a dead host, which stops the kernel's
+ * probes until its retransmission limit (tcp_retries2, about 15 minutes); it would help
+ * over InfiniBand, where UCX_KEEPALIVE_INTERVAL turns it back on. The kernel's probes are
+ * answered by the peer's kernel, so a rank that computes for long without calling MPI is
+ * never taken for dead. Variables the user set are left alone. The TCP keys go without
+ * their TCP_ prefix: ucp_config_modify accepts "TCP_KEEPIDLE" and silently ignores it. */
+static int keepalive_config(aml_t * aml, ucp_config_t * ucfg)
+{
+    static const struct {
+        const char *env, *key;
+    } keys[] = {
+        {"UCX_KEEPALIVE_INTERVAL", "KEEPALIVE_INTERVAL"},
+        {"UCX_TCP_KEEPIDLE", "KEEPIDLE"},
+        {"UCX_TCP_KEEPINTVL", "KEEPINTVL"},
+        {"UCX_TCP_KEEPCNT", "KEEPCNT"}
+    };
+    int secs = (aml->cfg.keepalive_ms + 999) / 1000;
+    char v[4][32];
+    snprintf(v[0], sizeof(v[0]), "inf");
+    snprintf(v[1], sizeof(v[1]), "%ds", secs);
+    snprintf(v[2], sizeof(v[2]), "%ds", secs);
+    snprintf(v[3], sizeof(v[3]), "3");
+    for (int i = 0; i < 4; i++)
+        if (!getenv(keys[i].env) && ucp_config_modify(ucfg, keys[i].key, v[i]) != UCS_OK)
+            return AML_ERR_TRANSPORT;
+    return AML_OK;
 }
 
 static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
@@ -72,6 +111,10 @@ static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
      * host, none of UCX's FIFOs: each would cost this rank a segment and never be used. */
     if (!getenv("UCX_TLS") &&
         ucp_config_modify(ucfg, "TLS", aml->cfg.ucx_onnode ? "^posix" : "^mm") != UCS_OK) {
+        ucp_config_release(ucfg);
+        return AML_ERR_TRANSPORT;
+    }
+    if (aml->cfg.keepalive_ms > 0 && keepalive_config(aml, ucfg) != AML_OK) {
         ucp_config_release(ucfg);
         return AML_ERR_TRANSPORT;
     }
@@ -123,14 +166,77 @@ static int ucx_address(aml_t * aml, const void **addr, size_t * len)
     return AML_OK;
 }
 
+/* The worker's address with its network devices only: UCX's full address also describes
+ * shared memory and every device, twice as long (measured: 215 against 79 bytes), and a
+ * process of another job must fit in an MPI port name (256 characters, hex-encoded). */
+static int ucx_net_address(aml_t * aml, const void **addr, size_t * len)
+{
+    struct aml_ucx *u = aml->ucx;
+    if (!u->net_addr) {
+        ucp_worker_attr_t wattr;
+        wattr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS;
+        wattr.address_flags = UCP_WORKER_ADDRESS_FLAG_NET_ONLY;
+        if (ucp_worker_query(u->worker, &wattr) != UCS_OK)
+            return AML_ERR_TRANSPORT;
+        u->net_addr = wattr.address;
+        u->net_addr_len = wattr.address_length;
+    }
+    *addr = u->net_addr;
+    *len = u->net_addr_len;
+    return AML_OK;
+}
+
+/* A process of another job failed (ended, or its host is gone): its peer is marked, so that
+ * a connection in progress fails and finalize does not wait for it; a send to it still fails
+ * fatally (aml_send_failed). */
+static void dyn_ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    aml_t *aml = arg;
+    (void) status;
+    for (int i = aml->size; i < aml->npeers; i++) {
+        aml_peer_t *p = &aml->peers[i];
+        bool mine = p->ep == ep;
+        for (int l = 1; l < aml->lanes && !mine; l++)
+            mine = aml_lane(aml, i, (unsigned) l) == ep;
+        if (mine)
+            p->dyn = AML_DYN_FAILED;
+    }
+}
+
+/* A rank on another host failed: its process died (the connection was reset) or its host
+ * stopped answering UCX's keepalive. Fatal while the job runs: every peer blocked on it would
+ * wait forever. After aml_quiesce (connected is false) ranks end at different times, and an
+ * endpoint to one that already did may fail: nothing is owed to it then. */
+static void remote_ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    aml_t *aml = arg;
+    if (!aml->connected)
+        return;
+    for (int i = 0; i < aml->size; i++) {
+        bool mine = aml->peers[i].ep == ep;
+        for (int l = 1; l < aml->lanes && !mine; l++)
+            mine = aml_lane(aml, i, (unsigned) l) == ep;
+        if (mine)
+            aml_fatal(aml, "rank %d on host %s failed or cannot be reached any more (UCX: %s)",
+                      i, aml_peer_host(aml, i), ucs_status_string(status));
+    }
+}
+
 /* Several endpoints to the same worker: adaptive data is spread over them. */
-static int ucx_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps)
+static int ucx_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps,
+                       unsigned flags)
 {
     ucp_ep_params_t ep;
     (void) peer;
     memset(&ep, 0, sizeof(ep));
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     ep.address = addr;
+    if (flags & (AML_TPORT_CONN_DYNAMIC | AML_TPORT_CONN_REMOTE)) {
+        ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep.err_handler.cb = (flags & AML_TPORT_CONN_DYNAMIC) ? dyn_ep_failed : remote_ep_failed;
+        ep.err_handler.arg = aml;
+    }
     for (int l = 0; l < neps; l++) {
         ucp_ep_h h;
         if (ucp_ep_create(aml->ucx->worker, &ep, &h) != UCS_OK)
@@ -350,7 +456,8 @@ static int ucx_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport
 static void quiesce_flush_cb(void *request, ucs_status_t status, void *user_data)
 {
     aml_tport_op_t *op = user_data;
-    if (status != UCS_OK)
+    /* a process of another job may have ended before this one: nothing is owed to it */
+    if (status != UCS_OK && op->peer < op->aml->size)
         aml_fatal(op->aml, "flushing the endpoint to rank %d at finalize failed: %s", op->peer,
                   ucs_status_string(status));
     ucp_request_free(request);
@@ -370,10 +477,10 @@ static int ucx_flush(aml_tport_ep_t ep, aml_tport_op_t * op)
     param.cb.send = quiesce_flush_cb;
     param.user_data = op;
     req = ucp_ep_flush_nbx(ep, &param);
-    if (UCS_PTR_IS_ERR(req))
+    if (UCS_PTR_IS_ERR(req) && op->peer < op->aml->size)
         aml_fatal(op->aml, "flushing the endpoint to rank %d at finalize failed: %s", op->peer,
                   ucs_status_string(UCS_PTR_STATUS(req)));
-    return req == NULL ? AML_TPORT_DONE : AML_TPORT_PENDING;
+    return req == NULL || UCS_PTR_IS_ERR(req) ? AML_TPORT_DONE : AML_TPORT_PENDING;
 }
 
 /* ---- progress ------------------------------------------------------------------------- */
@@ -406,6 +513,7 @@ const aml_tport_t aml_ucx_tport = {
     .caps = AML_TPORT_CAP_RNDV | AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT,
     .init = ucx_init,
     .address = ucx_address,
+    .net_address = ucx_net_address,
     .connect = ucx_connect,
     .flush = ucx_flush,
     .fini = ucx_fini,

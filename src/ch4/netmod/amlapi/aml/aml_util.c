@@ -28,6 +28,8 @@ const char *aml_strerror(int status)
             return "ranks disagree on a setting";
         case AML_ERR_SETUP:
             return "setup failed";
+        case AML_ERR_TIMEOUT:
+            return "timed out";
         default:
             return "unknown aml status";
     }
@@ -47,6 +49,8 @@ static void vfatal(aml_t * aml, const char *fmt, va_list ap)
     char msg[512];
     int n = snprintf(msg, sizeof(msg), "aml: fatal error on rank %d: ", aml ? aml->rank : -1);
     vsnprintf(msg + n, sizeof(msg) - n, fmt, ap);
+    if (aml && aml->fatal_hook)
+        aml->fatal_hook(aml);
     if (aml && aml->cfg.fatal)
         aml->cfg.fatal(aml->cfg.fatal_arg, msg);
     fprintf(stderr, "%s\n", msg);

@@ -179,18 +179,51 @@ int aml_vnode_attach(aml_t * aml, char *err, size_t errlen)
     return AML_OK;
 }
 
+/* A rank of this node ended without finalizing (vnode_watch: from the watcher thread, as the
+ * kernel releases its mutex, before its launcher notices): name it, and end this process
+ * too, since its peers may wait for it forever. */
+static void vn_died(void *arg, int n, const int *local, const int *pid)
+{
+    aml_t *aml = arg;
+    char who[384] = "";
+    size_t at = 0;
+    for (int i = 0; i < n && at < sizeof(who) - 40; i++)
+        at += (size_t) snprintf(who + at, sizeof(who) - at, "%srank %d (pid %d)",
+                                i ? ", " : "", aml->vnode->rank_of[local[i]], pid[i]);
+    aml_fatal(aml, "%s on %s ended without finalizing: killed, crashed or exited early", who,
+              aml->host);
+}
+
+/* aml_fatal: this rank's own error message names what went wrong; the rank watching it
+ * need not add that it died */
+static void vn_ending(aml_t * aml)
+{
+    vnode_ending(aml->vnode->v);
+}
+
+int aml_vnode_watch(aml_t * aml)
+{
+    if (vnode_watch(aml->vnode->v, vn_died, aml) != VNODE_OK)
+        return AML_ERR_SETUP;
+    aml->fatal_hook = vn_ending;
+    return AML_OK;
+}
+
 /* What the transport offers a peer: get and put only with single copy. */
 unsigned aml_vnode_caps(aml_t * aml)
 {
     return aml->vnode->single_copy ? AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT : 0;
 }
 
-static int vn_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps)
+static int vn_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps,
+                      unsigned flags)
 {
     struct aml_vnode *n = aml->vnode;
     vpeer_t *vp = &n->peers[peer];
     int local;
-    if (aml_vnode_local(aml, addr, &local) != 1 || local == vnode_local(n->v) ||
+    /* processes of other jobs are outside this job's segment */
+    if ((flags & AML_TPORT_CONN_DYNAMIC) || aml_vnode_local(aml, addr, &local) != 1 ||
+        local == vnode_local(n->v) ||
         n->rank_of[local] != -1)
         return AML_ERR_INVAL;
     vp->rank = peer;

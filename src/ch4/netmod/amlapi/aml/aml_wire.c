@@ -27,6 +27,9 @@ void aml_fatal_pkt(aml_t * aml, const aml_pkt_t * pkt, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
+    if (pkt->src == AML_SRC_NONE)
+        aml_fatal(aml, "malformed packet from a process of another job: type %s (%u): %s",
+                  aml_pkt_name(pkt->type), pkt->type, what);
     aml_fatal(aml, "malformed packet from rank %u: type %s (%u): %s", pkt->src,
               aml_pkt_name(pkt->type), pkt->type, what);
 }

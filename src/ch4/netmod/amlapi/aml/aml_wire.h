@@ -15,7 +15,7 @@
 #include <string.h>
 
 /* Version of the wire format (packet types and headers); ranks must agree (aml_connect). */
-#define AML_WIRE_VERSION 2
+#define AML_WIRE_VERSION 3
 
 /* What precedes the transport address in aml_local_address: the settings every rank must
  * share, because receivers check packets against their own (credit counts, header limits,
@@ -25,7 +25,22 @@ typedef struct aml_addr_hdr {
     uint32_t packet_size;
     uint32_t adaptive_credits;
     uint32_t max_uhdr;
+    uint64_t uuid;              /* this aml_t's id: the start of its upid (aml_add_peer) */
 } aml_addr_hdr_t;
+
+/* The body of a CONNECT packet (its payload), then the sender's upid (upid_len bytes). */
+typedef struct aml_conn_body {
+    aml_addr_hdr_t cfg;         /* the sender's settings (the receiver's must be equal), id */
+    uint32_t idx;               /* the sender's index for the receiver: the source the
+                                 * receiver puts in every packet it sends to the sender */
+    uint32_t flags;             /* AML_CONNF_* */
+    uint32_t upid_len;
+    uint32_t rsvd;
+} aml_conn_body_t;
+
+#define AML_CONNF_REPLY 0x1     /* answer with your own CONNECT */
+#define AML_UPID_MAX 1024       /* no upid is longer (a UCX network address is ~100 bytes) */
+#define AML_SRC_NONE 0xffffffffu /* CONNECT: the sender has no index at the receiver yet */
 
 /* Packet types on the wire. */
 enum {
@@ -53,6 +68,8 @@ enum {
     AML_PKT_RNDV_SSCOUT,        /* transport-rendezvous scout in it: mpkt | uhdr, data by the
                                  * transport */
     AML_PKT_QUIESCE,            /* aml_quiesce round aux0 (1 or 2): nothing new follows */
+    AML_PKT_CONNECT,            /* a process of another job introduces itself: src is
+                                 * AML_SRC_NONE, the payload an aml_conn_body_t and its upid */
     AML_PKT_TYPE_MAX
 };
 
@@ -202,7 +219,8 @@ enum {
     X(ADAPT_SFIRST, MEDIUM, PK_MSG,             AML_PROTO_ADAPTIVE, aml_adaptive_recv_first) \
     X(ADAPT_SDATA,  MEDIUM, PK_DATA,            AML_PROTO_ADAPTIVE, aml_adaptive_recv_data) \
     X(RNDV_SSCOUT,  MEDIUM, PK_MSG | PK_TRNDV,  AML_PROTO_RNDV,     aml_rndv_recv_scout) \
-    X(QUIESCE,      FULL,   PK_SEQ,             0,                  aml_sync_recv_quiesce)
+    X(QUIESCE,      FULL,   PK_SEQ,             0,                  aml_sync_recv_quiesce) \
+    X(CONNECT,      FULL,   PK_DATA,            0,                  aml_dynamic_recv_connect)
 
 /* Each type's PK_* flags as a constant, AML_PKF_<type>, for code that names its type (the
  * receive fast paths): the compiler folds their checks. */

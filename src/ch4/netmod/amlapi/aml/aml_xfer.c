@@ -35,7 +35,7 @@ int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x)
     int proto;
     if (AML_UNLIKELY(!aml->connected))
         return AML_ERR_STATE;
-    if (AML_UNLIKELY(x->peer < 0 || x->peer >= aml->size || x->handler >= AML_H_TOTAL ||
+    if (AML_UNLIKELY(!aml_peer_ok(aml, x->peer) || x->handler >= AML_H_TOTAL ||
                      x->uhdr_len > aml->max_uhdr || (x->uhdr_len && !x->uhdr) ||
                      (x->len && !x->data)))
         return AML_ERR_INVAL;

@@ -44,6 +44,7 @@ cvars:
 static char who[160];           /* "amlapi: rank R (pid P on HOST)", made at init */
 static int who_len;
 static int finalized;
+static pid_t me;                /* a child the application forks is not the rank */
 
 static const int fatal_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
 
@@ -69,7 +70,8 @@ static void say_signal(int sig)
 static void on_signal(int sig, siginfo_t * info, void *ctx)
 {
     size_t i;
-    say_signal(sig);
+    if (getpid() == me)
+        say_signal(sig);
     for (i = 0; i < NSIG_HANDLED && fatal_signals[i] != sig; i++);
     if (i < NSIG_HANDLED) {
         struct sigaction *old = &previous[i];
@@ -88,7 +90,7 @@ static void on_signal(int sig, siginfo_t * info, void *ctx)
 
 static void on_exit_cb(int status, void *arg)
 {
-    if (finalized)
+    if (finalized || getpid() != me)
         return;
     fprintf(stderr, "%s exits with status %d before MPI_Finalize: the job is stopped\n", who,
             status);
@@ -109,6 +111,7 @@ void MPIDI_AMLAPI_fault_init(void)
     if (!MPIR_CVAR_AMLAPI_REPORT_EXIT)
         return;
     gethostname(host, sizeof(host) - 1);
+    me = getpid();
     who_len = snprintf(who, sizeof(who), "amlapi: rank %d (pid %d on %s)", MPIR_Process.rank,
                        (int) getpid(), host);
     if (who_len >= (int) sizeof(who))

@@ -8,6 +8,10 @@
 #include <poll.h>
 #include <unistd.h>
 #include <stdint.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
@@ -626,6 +630,97 @@ static int t_env(rank_ctx_t * c)
 }
 
 /* invalid configuration is refused by aml_init */
+/* The keepalive watch (aml_ucx_keepalive.c): a socket accepted on a listener that appeared
+ * between mark and listeners (as UCX's do) gets keepalive with the given idle time, interval
+ * and probe count; one accepted on a listener that existed before, and the connecting ends,
+ * are left alone. */
+static int listener(uint16_t * port)
+{
+    struct sockaddr_in a;
+    socklen_t l = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *) &a, sizeof(a)) || listen(fd, 4) ||
+        getsockname(fd, (struct sockaddr *) &a, &l))
+        return -1;
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static int dial(uint16_t port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return fd >= 0 && connect(fd, (struct sockaddr *) &a, sizeof(a)) == 0 ? fd : -1;
+}
+
+static int ka_opt(int fd, int level, int opt)
+{
+    int v = -1;
+    socklen_t l = sizeof(v);
+    return getsockopt(fd, level, opt, &v, &l) ? -1 : v;
+}
+
+static int t_keepalive(void)
+{
+    uint16_t p_app, p_ucx;
+    int app = listener(&p_app), ucx, c1, c2, a1, a2, rc = 0;
+    struct aml_ucx_ka *k = aml_ucx_ka_mark(7);
+    if (app < 0 || !k)
+        return 1;
+    ucx = listener(&p_ucx);             /* "the worker's" listener */
+    aml_ucx_ka_listeners(k);
+    c1 = dial(p_app);
+    c2 = dial(p_ucx);
+    a1 = accept(app, NULL, NULL);
+    a2 = accept(ucx, NULL, NULL);
+    if (ucx < 0 || c1 < 0 || c2 < 0 || a1 < 0 || a2 < 0)
+        return 1;
+    aml_ucx_ka_sweep(k);
+    if (ka_opt(a2, SOL_SOCKET, SO_KEEPALIVE) != 1 || ka_opt(a2, IPPROTO_TCP, TCP_KEEPIDLE) != 7 ||
+        ka_opt(a2, IPPROTO_TCP, TCP_KEEPINTVL) != 7 ||
+        ka_opt(a2, IPPROTO_TCP, TCP_KEEPCNT) != AML_KEEPALIVE_PROBES) {
+        fprintf(stderr, "keepalive: the socket accepted on the worker's listener is not armed\n");
+        rc = 1;
+    }
+    if (ka_opt(a1, SOL_SOCKET, SO_KEEPALIVE) != 0 || ka_opt(c1, SOL_SOCKET, SO_KEEPALIVE) != 0 ||
+        ka_opt(c2, SOL_SOCKET, SO_KEEPALIVE) != 0 || ka_opt(ucx, SOL_SOCKET, SO_KEEPALIVE) != 0) {
+        fprintf(stderr, "keepalive: a socket that is not an accepted one of the worker's was armed\n");
+        rc = 1;
+    }
+    if (aml_ucx_ka_count(k) != 1) {
+        fprintf(stderr, "keepalive: %lu sockets armed, expected 1\n", aml_ucx_ka_count(k));
+        rc = 1;
+    }
+    /* the watch thread arms a socket accepted later, within its period (1 s) */
+    aml_ucx_ka_start(k);
+    int c3 = dial(p_ucx), a3 = accept(ucx, NULL, NULL), armed = 0;
+    for (int i = 0; i < 30 && !(armed = ka_opt(a3, SOL_SOCKET, SO_KEEPALIVE) == 1); i++)
+        usleep(100000);
+    if (!armed) {
+        fprintf(stderr, "keepalive: the watch did not arm a socket accepted after it started\n");
+        rc = 1;
+    }
+    aml_ucx_ka_free(k);
+    close(c3);
+    close(a3);
+    close(a1);
+    close(a2);
+    close(c1);
+    close(c2);
+    close(ucx);
+    close(app);
+    if (!rc)
+        printf("keepalive: the worker's accepted sockets armed, nothing else\n");
+    return rc;
+}
+
 static int t_config(void)
 {
     aml_config_t cfg;
@@ -1827,13 +1922,15 @@ int main(int argc, char **argv)
             printf("%s\n", tests[i].name);
         for (size_t i = 0; i < sizeof(fatal_tests) / sizeof(fatal_tests[0]); i++)
             printf("%s\n", fatal_tests[i].name);
-        printf("config\nconfig_mismatch\ndynamic\n");
+        printf("config\nconfig_mismatch\ndynamic\nkeepalive\n");
         for (size_t i = 0; i < nb; i++)
             printf("%s\n", bad_cases[i].name);
         return 0;
     }
     if (!strcmp(argv[1], "config"))
         return t_config();
+    if (!strcmp(argv[1], "keepalive"))
+        return t_keepalive();
     if (!strcmp(argv[1], "dynamic")) {
         launch_split = 2;
         return launch(4, t_dynamic, NULL, 120, -1, NULL);

@@ -51,6 +51,7 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_sync.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_tx.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_ucx.c \
+                    src/mpid/ch4/netmod/amlapi/aml/aml_ucx_keepalive.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_vnode.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_util.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_wire.c \

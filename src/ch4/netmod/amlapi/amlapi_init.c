@@ -162,10 +162,11 @@ cvars:
         milliseconds is probed by TCP keepalive (3 probes this far apart, whole seconds), so a
         host that stops answering is found in about 4 times this (measured 4 s at 1000 ms,
         between namespaces; UCX's defaults take 28 s). The kernel answers the probes, so a rank
-        that computes without calling MPI is never taken for dead. Limits of UCX 1.13: only
-        the rank that opened the connection probes it, and a connection with data in flight
-        waits for the kernel's retransmission limit (net.ipv4.tcp_retries2, about 15 minutes
-        by default). 0 = no failure handling. 0 to 3600000.
+        that computes without calling MPI is never taken for dead. Both ends probe (UCX 1.13
+        arms only the sockets it connects; aml arms those it accepts). A connection with data
+        in flight waits for the kernel's retransmission limit instead
+        (net.ipv4.tcp_retries2, about 15 minutes by default). 0 = no failure handling. 0 to
+        3600000.
 
     - name        : MPIR_CVAR_AMLAPI_OVERSUBSCRIBED
       category    : CH4_AMLAPI

@@ -7,6 +7,7 @@
  *                              registered memory
  *              aml_wire.c      the packet table (aml_wire.h), packet names, malformed-packet
  *                              errors
+ *              aml_ucx_keepalive.c  TCP keepalive on the sockets UCX accepted
  *              aml_ucx.c       the UCX transport (aml_tport.h)
  *              aml_vnode.c     the vnode transport: on-node FIFOs, single copy
  *              aml_tx.c        send descriptors and records, header filling, sending packets

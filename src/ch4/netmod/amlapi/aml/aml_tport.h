@@ -168,5 +168,15 @@ unsigned aml_vnode_caps(aml_t * aml);
 int64_t aml_vnode_stat(aml_t * aml, int q);
 /* aml_ucx_tport.progress, which aml_poll calls directly (a polling loop's every pass) */
 int aml_ucx_progress(aml_t * aml);
+/* TCP keepalive on the sockets UCX accepted (aml_ucx_keepalive.c): mark this process's
+ * listeners before the worker exists, find the worker's after, start watching once a peer is
+ * on another host, free (stopping the watch) before the worker goes. count: sockets armed. */
+#define AML_KEEPALIVE_PROBES 3
+struct aml_ucx_ka *aml_ucx_ka_mark(int secs);
+void aml_ucx_ka_listeners(struct aml_ucx_ka *k);
+void aml_ucx_ka_sweep(struct aml_ucx_ka *k);
+void aml_ucx_ka_start(struct aml_ucx_ka *k);
+unsigned long aml_ucx_ka_count(const struct aml_ucx_ka *k);
+void aml_ucx_ka_free(struct aml_ucx_ka *k);
 
 #endif /* AML_TPORT_H_INCLUDED */

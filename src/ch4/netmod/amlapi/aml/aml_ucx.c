@@ -20,6 +20,7 @@ struct aml_ucx {
     size_t net_addr_len;
     int efd;                    /* interrupt mode: the worker's event fd, else -1 */
     aml_tport_rx_fn_t rx;
+    struct aml_ucx_ka *ka;      /* keepalive on accepted sockets (aml_ucx_keepalive.c) */
 };
 
 /* rx returns 0 or AML_TPORT_RX_KEPT, which are UCX's UCS_OK and UCS_INPROGRESS */
@@ -41,6 +42,7 @@ static void ucx_fini(aml_t * aml)
     struct aml_ucx *u = aml->ucx;
     if (!u)
         return;
+    aml_ucx_ka_free(u->ka);
     if (u->addr)
         ucp_worker_release_address(u->worker, u->addr);
     if (u->net_addr)
@@ -59,14 +61,16 @@ static void ucx_fini(aml_t * aml)
  * connection with no unacknowledged data (UCX sets them on the side that opened it, the
  * lower address). UCX's defaults take 28 s (10 s idle, 9 probes 2 s apart); so the
  * keepalive is made keepalive_ms idle, 3 probes keepalive_ms apart (whole seconds, UCX's
- * granularity): about 4 s at 1000 ms. UCP's own keepalive is turned off: over TCP it only
+ * granularity): about 4 s at 1000 ms, and the sockets UCX accepted get the same
+ * (aml_ucx_keepalive.c). UCP's own keepalive is turned off: over TCP it only
  * leaves an unacknowledged check message queued to a dead host, which stops the kernel's
  * probes until its retransmission limit (tcp_retries2, about 15 minutes); it would help
  * over InfiniBand, where UCX_KEEPALIVE_INTERVAL turns it back on. The kernel's probes are
  * answered by the peer's kernel, so a rank that computes for long without calling MPI is
  * never taken for dead. Variables the user set are left alone. The TCP keys go without
- * their TCP_ prefix: ucp_config_modify accepts "TCP_KEEPIDLE" and silently ignores it. */
-static int keepalive_config(aml_t * aml, ucp_config_t * ucfg)
+ * their TCP_ prefix: ucp_config_modify accepts "TCP_KEEPIDLE" and silently ignores it.
+ * *ours is set when the TCP settings are ours (then accepted sockets get them too). */
+static int keepalive_config(aml_t * aml, ucp_config_t * ucfg, bool *ours)
 {
     static const struct {
         const char *env, *key;
@@ -81,10 +85,16 @@ static int keepalive_config(aml_t * aml, ucp_config_t * ucfg)
     snprintf(v[0], sizeof(v[0]), "inf");
     snprintf(v[1], sizeof(v[1]), "%ds", secs);
     snprintf(v[2], sizeof(v[2]), "%ds", secs);
-    snprintf(v[3], sizeof(v[3]), "3");
-    for (int i = 0; i < 4; i++)
-        if (!getenv(keys[i].env) && ucp_config_modify(ucfg, keys[i].key, v[i]) != UCS_OK)
+    snprintf(v[3], sizeof(v[3]), "%d", AML_KEEPALIVE_PROBES);
+    *ours = true;
+    for (int i = 0; i < 4; i++) {
+        if (getenv(keys[i].env)) {
+            *ours &= i == 0;
+            continue;
+        }
+        if (ucp_config_modify(ucfg, keys[i].key, v[i]) != UCS_OK)
             return AML_ERR_TRANSPORT;
+    }
     return AML_OK;
 }
 
@@ -96,6 +106,7 @@ static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
     ucp_worker_attr_t wattr;
     ucp_am_handler_param_t hparam;
     struct aml_ucx *u = calloc(1, sizeof(*u));
+    bool ka_ours = false;
 
     if (!u)
         return AML_ERR_NOMEM;
@@ -114,7 +125,7 @@ static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
         ucp_config_release(ucfg);
         return AML_ERR_TRANSPORT;
     }
-    if (aml->cfg.keepalive_ms > 0 && keepalive_config(aml, ucfg) != AML_OK) {
+    if (aml->cfg.keepalive_ms > 0 && keepalive_config(aml, ucfg, &ka_ours) != AML_OK) {
         ucp_config_release(ucfg);
         return AML_ERR_TRANSPORT;
     }
@@ -133,8 +144,12 @@ static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
     memset(&wparams, 0, sizeof(wparams));
     wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    if (ka_ours && !(u->ka = aml_ucx_ka_mark((aml->cfg.keepalive_ms + 999) / 1000)))
+        return AML_ERR_NOMEM;
     if (ucp_worker_create(u->ctx, &wparams, &u->worker) != UCS_OK)
         return AML_ERR_TRANSPORT;
+    if (u->ka)
+        aml_ucx_ka_listeners(u->ka);      /* the worker's TCP interfaces listen now */
     if (ucp_worker_get_address(u->worker, &u->addr, &u->addr_len) != UCS_OK)
         return AML_ERR_TRANSPORT;
     if (aml->cfg.progress_mode == AML_PROGRESS_INTERRUPT &&
@@ -236,6 +251,8 @@ static int ucx_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t *
         ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
         ep.err_handler.cb = (flags & AML_TPORT_CONN_DYNAMIC) ? dyn_ep_failed : remote_ep_failed;
         ep.err_handler.arg = aml;
+        /* a peer on another host: from now on, this rank's accepted sockets are watched too */
+        aml_ucx_ka_start(aml->ucx->ka);
     }
     for (int l = 0; l < neps; l++) {
         ucp_ep_h h;

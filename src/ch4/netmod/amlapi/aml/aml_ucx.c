@@ -58,11 +58,10 @@ static void ucx_fini(aml_t * aml)
 /* How a rank finds that a host is gone (measured with UCX 1.13.1 between two network
  * namespaces): a dead process is seen at once (its connections are reset), but a host that
  * stops answering is seen only by TCP keepalive probes, which the kernel sends on a
- * connection with no unacknowledged data (UCX sets them on the side that opened it, the
- * lower address). UCX's defaults take 28 s (10 s idle, 9 probes 2 s apart); so the
+ * connection with no unacknowledged data (UCX arms them on the sockets it connects, and
+ * aml_ucx_keepalive.c on those it accepts). UCX's defaults take 28 s (10 s idle, 9 probes 2 s apart); so the
  * keepalive is made keepalive_ms idle, 3 probes keepalive_ms apart (whole seconds, UCX's
- * granularity): about 4 s at 1000 ms, and the sockets UCX accepted get the same
- * (aml_ucx_keepalive.c). UCP's own keepalive is turned off: over TCP it only
+ * granularity): about 4 s at 1000 ms. UCP's own keepalive is turned off: over TCP it only
  * leaves an unacknowledged check message queued to a dead host, which stops the kernel's
  * probes until its retransmission limit (tcp_retries2, about 15 minutes); it would help
  * over InfiniBand, where UCX_KEEPALIVE_INTERVAL turns it back on. The kernel's probes are
@@ -89,7 +88,8 @@ static int keepalive_config(aml_t * aml, ucp_config_t * ucfg, bool *ours)
     *ours = true;
     for (int i = 0; i < 4; i++) {
         if (getenv(keys[i].env)) {
-            *ours &= i == 0;
+            if (i > 0)
+                *ours = false;  /* the user tunes UCX's TCP keepalive: not ours to copy */
             continue;
         }
         if (ucp_config_modify(ucfg, keys[i].key, v[i]) != UCS_OK)

@@ -326,6 +326,7 @@ static void adaptive_reorder(aml_config_t * cfg)
     cfg->debug_reorder = 1;
     cfg->lanes = 3;
     cfg->packet_size = 1024;
+    cfg->net_packet_size = 1024;
     max_size = 1 << 20;
 }
 
@@ -344,9 +345,11 @@ static void interrupt_mode(aml_config_t * cfg)
     cfg->progress_mode = AML_PROGRESS_INTERRUPT;
 }
 
+/* packets through UCX (these tests' transport) of another size than the one-packet limit */
 static void small_packets(aml_config_t * cfg)
 {
     cfg->packet_size = 1024;
+    cfg->net_packet_size = 1536;
     cfg->eager_limit = 4096;
     max_size = 1 << 20;
 }
@@ -580,6 +583,10 @@ static int t_env(rank_ctx_t * c)
     CHECK(v == c->size, "size");
     CHECK_OK(aml_qenv(c->aml, AML_Q_PACKET_SIZE, &v));
     CHECK(v == 8248, "packet size %lld", (long long) v);
+    CHECK_OK(aml_qenv(c->aml, AML_Q_NET_PACKET_SIZE, &v));
+    CHECK(v == 65592, "network packet size %lld", (long long) v);
+    CHECK_OK(aml_qenv(c->aml, AML_Q_EAGER_LIMIT, &v));
+    CHECK(v == 65536, "default eager limit %lld", (long long) v);
     CHECK_OK(aml_qenv(c->aml, AML_Q_ONEPACKET_LIMIT, &v));
     CHECK(v == 8248 - (int64_t) sizeof(aml_spkt_t), "one-packet limit %lld", (long long) v);
     CHECK_OK(aml_qenv(c->aml, AML_Q_INLINE_LIMIT, &v));
@@ -867,7 +874,7 @@ static void mk_adapt_data(aml_pkt_t * p, char *x, size_t * h, size_t * d)
 static void mk_adapt_token(aml_pkt_t * p, char *x, size_t * h, size_t * d)
 {
     p->type = AML_PKT_ADAPT_TOKEN;
-    p->msg_id = 31337;  /* no adaptive message of the receiver awaits it */
+    p->aux0 = 31337;    /* the receiver has no unconfirmed adaptive message */
 }
 
 static void mk_rndv_rtr(aml_pkt_t * p, char *x, size_t * h, size_t * d)
@@ -1050,7 +1057,8 @@ static const bad_case_t bad_cases[] = {
     {"bad_adapt_first", "type ADAPT_FIRST (12): first chunk at offset 50", mk_adapt_first},
     {"bad_adapt_data", "type ADAPT_DATA (13): chunk of 10 bytes at offset 95 overruns",
      mk_adapt_data},
-    {"bad_adapt_token", "type ADAPT_TOKEN (14): token for message 31337", mk_adapt_token},
+    {"bad_adapt_token", "type ADAPT_TOKEN (14): token for 31337 adaptive messages, 0 unconfirmed",
+     mk_adapt_token},
     {"bad_rndv_rtr", "type RNDV_RTR (15): ready-to-receive for message 4711", mk_rndv_rtr},
     {"bad_rndv_fin", "type RNDV_FIN (16): data put for message 4712", mk_rndv_fin},
     {"bad_type", "type UNKNOWN (99): unknown packet type", mk_unknown},
@@ -1427,7 +1435,7 @@ static void eager_only(aml_config_t * cfg)
 
 static int t_send_fail(rank_ctx_t * c)
 {
-    static unsigned char data[12000];
+    static unsigned char data[100000];    /* two packets or more, through UCX or vnode */
     rx_setup(c, sizeof(data));
     test_barrier(c);
     if (c->rank == 0) {

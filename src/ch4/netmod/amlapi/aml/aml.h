@@ -68,8 +68,12 @@ typedef void (*aml_fatal_fn_t) (void *arg, const char *msg);
 typedef struct aml_config {
     int rank;                   /* this process, 0 <= rank < size */
     int size;
-    size_t packet_size;         /* bytes per packet incl. headers; 0 = default (8248) */
-    size_t eager_limit;         /* data bytes above which rendezvous is used (default 12288) */
+    size_t packet_size;         /* bytes per packet incl. headers: the one-packet limit and the
+                                 * packets through vnode's FIFOs; 0 = default (8248) */
+    size_t net_packet_size;     /* the eager and adaptive packets to peers reached by UCX
+                                 * (other hosts, NOLOCAL, self); 0 = packet_size. Default
+                                 * 65592: a 64 KiB MPI message in one UCX send */
+    size_t eager_limit;         /* data bytes above which rendezvous is used (default 65536) */
     int protocol;               /* aml_proto_t: AML_PROTO_AUTO, _EAGER, _RNDV or _ADAPTIVE */
     int adaptive_credits;       /* unconfirmed adaptive messages per peer (0..1024); 0 turns
                                  * adaptive eager off (AUTO then uses ordered eager) */
@@ -175,6 +179,7 @@ typedef enum {
     AML_Q_SIZE,                 /* get: ranks in the job (peers of other jobs not counted) */
     AML_Q_PEERS,                /* get: peers, those of other jobs that joined included */
     AML_Q_PACKET_SIZE,          /* get */
+    AML_Q_NET_PACKET_SIZE,      /* get: packets to peers reached by UCX */
     AML_Q_MAX_UHDR,             /* get: largest user header */
     AML_Q_ONEPACKET_LIMIT,      /* get: largest data of a one-packet message naming no
                                  * counter (0 B user header) */

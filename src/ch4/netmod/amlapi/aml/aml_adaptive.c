@@ -9,12 +9,17 @@
  * Data packets may overtake it; they are held in a staging buffer until the handler has
  * chosen the landing.
  *
- * Flow control: the receiver returns a TOKEN once a message no longer holds receiver memory
+ * Flow control: the receiver returns credits once a message no longer holds receiver memory
  * (it landed where its handler said, or an embedder that deferred it accepted or rejected
  * it). A sender keeps at most aml_config.adaptive_credits unconfirmed adaptive messages per
  * peer; without a credit, aml_xfer sends the message by rendezvous, so only its header waits
  * at the receiver. This bounds the memory that unmatched eager data can take at a receiver
  * flooded by many senders: credits x eager limit per sender.
+ *
+ * Credits go back batched, one TOKEN packet naming how many: when half of a peer's credits
+ * are owed, or when a poll finds nothing to do (aml_poll), and before quiesce's second
+ * round. A TOKEN per message put one more packet ahead of every reply: between two hosts
+ * over TCP it cost a 16 KiB ping-pong 14 us (25 against 11 us).
  */
 #include "aml_impl.h"
 #include <stdlib.h>
@@ -37,7 +42,7 @@ bool aml_adaptive_credit(aml_t * aml, int peer)
 static void send_first(aml_t * aml, const aml_xfer_t * x, aml_smsg_t * m, uint64_t id,
                        size_t first)
 {
-    aml_sdesc_t *d = aml_sdesc_get(aml);
+    aml_sdesc_t *d = aml_sdesc_get_uhdr(aml, x->uhdr_len);
     int rc;
     if (!d)
         aml_fatal(aml, "out of memory sending to rank %d", x->peer);
@@ -95,12 +100,12 @@ int aml_adaptive_send(aml_t * aml, const aml_xfer_t * x)
     aml_smsg_t *m = aml_smsg_new(aml, x, AML_PROTO_ADAPTIVE);
     uint64_t id = aml->next_msg_id++;
     size_t hsize = aml_mpkt_ok(aml, x) ? sizeof(aml_mpkt_t) : sizeof(aml_pkt_t);
-    size_t first, chunk = aml->packet_size - hsize, ndata;
+    size_t first, chunk = aml->peers[x->peer].pkt_size - hsize, ndata;
     bool reorder = aml->cfg.debug_reorder;
 
     if (!m)
         return AML_ERR_NOMEM;
-    first = aml->packet_size - hsize - x->uhdr_len;
+    first = aml->peers[x->peer].pkt_size - hsize - x->uhdr_len;
     if (first > x->len)
         first = x->len;
     ndata = (x->len - first + chunk - 1) / chunk;
@@ -108,7 +113,7 @@ int aml_adaptive_send(aml_t * aml, const aml_xfer_t * x)
         m->pending++;   /* until the target's CMPL */
         aml_htab_put(&aml->waits, &m->h, id);
     }
-    aml->adapt_ids[(size_t) x->peer * aml->adaptive_credits + p->adapt_out++] = id;
+    p->adapt_out++;
     aml_stat(aml, AML_PROTO_ADAPTIVE, x->len);
 
     /* debug_reorder sends the data packets last to first, ahead of the first packet, so the
@@ -125,19 +130,35 @@ int aml_adaptive_send(aml_t * aml, const aml_xfer_t * x)
     return AML_OK;
 }
 
+/* aux0: how many of our messages the peer confirms */
 void aml_adaptive_recv_token(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                              const void *data, size_t len)
 {
     aml_peer_t *p = &aml->peers[pkt->src];
-    uint64_t *ids = aml->adapt_ids + (size_t) pkt->src * aml->adaptive_credits;
-    for (int i = 0; i < p->adapt_out; i++) {
-        if (ids[i] == pkt->msg_id) {
-            ids[i] = ids[--p->adapt_out];
-            return;
-        }
+    if (pkt->aux0 == 0 || pkt->aux0 > (uint64_t) p->adapt_out)
+        aml_fatal_pkt(aml, pkt, "token for %llu adaptive messages, %d unconfirmed",
+                      (unsigned long long) pkt->aux0, p->adapt_out);
+    p->adapt_out -= (int) pkt->aux0;
+}
+
+static void send_token(aml_t * aml, int peer)
+{
+    aml_peer_t *p = &aml->peers[peer];
+    if (aml_send_ctrl(aml, peer, AML_PKT_ADAPT_TOKEN, 0, (uint64_t) p->tok_owed) != AML_OK)
+        aml_fatal(aml, "cannot send an adaptive token to rank %d", peer);
+    p->tok_owed = 0;
+}
+
+/* Sends every credit owed. */
+void aml_adaptive_flush_tokens(aml_t * aml)
+{
+    while (aml->tok_head >= 0) {
+        int i = aml->tok_head;
+        aml->tok_head = aml->peers[i].tok_next;
+        aml->peers[i].tok_listed = false;
+        if (aml->peers[i].tok_owed)
+            send_token(aml, i);
     }
-    aml_fatal_pkt(aml, pkt, "token for message %llu, which is no unconfirmed adaptive message",
-                  (unsigned long long) pkt->msg_id);
 }
 
 /* ---- receiver ------------------------------------------------------------------------- */
@@ -149,8 +170,19 @@ static void adaptive_release(aml_t * aml, aml_rmsg_t * r)
     aml->peers[r->src].adapt_in--;
     /* only now, after its handlers ran (or it was rejected), may a fence be acknowledged */
     aml_rx_counted_done(aml, r->src);
-    if (aml_send_ctrl(aml, r->src, AML_PKT_ADAPT_TOKEN, r->msg_id, 0) != AML_OK)
-        aml_fatal(aml, "cannot send an adaptive token to rank %d", r->src);
+    {
+        aml_peer_t *p = &aml->peers[r->src];
+        p->tok_owed++;
+        if (!p->tok_listed) {
+            p->tok_listed = true;
+            p->tok_next = aml->tok_head;
+            aml->tok_head = r->src;
+        }
+        /* half the credits owed: send now, so a streaming sender never runs dry (the peer
+         * stays in the list with nothing owed, which the flush skips) */
+        if (p->tok_owed * 2 >= aml->adaptive_credits)
+            send_token(aml, r->src);
+    }
     free(r->bounce);
     aml_rmsg_free(aml, r);
 }

@@ -15,7 +15,8 @@ void aml_config_default(aml_config_t * cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->packet_size = 8248;     /* UCX shm bcopy segment (8256) less UCP's AM header */
-    cfg->eager_limit = 12288;   /* MPIR_CVAR_AMLAPI_EAGER_LIMIT says why */
+    cfg->net_packet_size = 65592;       /* MPIR_CVAR_AMLAPI_NET_PACKET_SIZE says why */
+    cfg->eager_limit = 65536;   /* MPIR_CVAR_AMLAPI_EAGER_LIMIT says why */
     cfg->protocol = AML_PROTO_AUTO;
     cfg->adaptive_credits = 64;  /* MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS says why */
     cfg->rndv_ucx = 1;
@@ -45,6 +46,9 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
             break;
         case AML_Q_PACKET_SIZE:
             *val = (int64_t) aml->packet_size;
+            break;
+        case AML_Q_NET_PACKET_SIZE:
+            *val = (int64_t) aml->net_packet_size;
             break;
         case AML_Q_MAX_UHDR:
             *val = (int64_t) aml->max_uhdr;
@@ -154,7 +158,6 @@ static void context_free(aml_t * aml)
     aml_htab_free(&aml->adapt_rx);
     aml_htab_free(&aml->deferred);
     aml_htab_free(&aml->put_rx);
-    free(aml->adapt_ids);
     free(aml->lane_eps);
     free(aml->hosts);
     free(aml->addr_tab[0]);
@@ -202,7 +205,8 @@ static int address_build(aml_t * aml)
     addr_lens_t lens = { 0 };
 
     aml_addr_hdr_t h = { AML_WIRE_VERSION, (uint32_t) aml->packet_size,
-        (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr, aml->uuid
+        (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr,
+        (uint32_t) aml->net_packet_size, 0, aml->uuid
     };
     char *at;
     int rc = aml_ucx_tport.address(aml, &ua, &ul);
@@ -247,6 +251,8 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
         return AML_ERR_INVAL;
     if (cfg->packet_size && (cfg->packet_size < 512 || cfg->packet_size > (1 << 20)))
         return AML_ERR_INVAL;
+    if (cfg->net_packet_size && (cfg->net_packet_size < 512 || cfg->net_packet_size > (1 << 20)))
+        return AML_ERR_INVAL;
     if (!check_protocol(cfg->protocol))
         return AML_ERR_INVAL;
     if (cfg->adaptive_credits < 0 || cfg->adaptive_credits > 1024 || cfg->lanes < 1 ||
@@ -270,6 +276,7 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->rank = cfg->rank;
     aml->size = cfg->size;
     aml->packet_size = cfg->packet_size ? cfg->packet_size : 8248;
+    aml->net_packet_size = cfg->net_packet_size ? cfg->net_packet_size : aml->packet_size;
     aml->eager_limit = cfg->eager_limit;
     aml->vnode_eager_limit = cfg->vnode_eager_limit ? cfg->vnode_eager_limit : cfg->eager_limit;
     aml->protocol = cfg->protocol;
@@ -277,6 +284,7 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->lanes = cfg->lanes;
     aml->next_msg_id = 1;
     aml->efd = -1;
+    aml->tok_head = -1;
     aml->npeers = cfg->size;
     aml->peers_cap = cfg->size + cfg->dyn_peers_max;
     aml->peers = calloc((size_t) aml->peers_cap, sizeof(aml_peer_t));
@@ -315,10 +323,19 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
         aml->max_uhdr = max_hdr - sizeof(aml_pkt_t);
     if (aml->max_uhdr > aml->packet_size / 2)
         aml->max_uhdr = aml->packet_size / 2;
+    if (aml->max_uhdr > aml->net_packet_size / 2)
+        aml->max_uhdr = aml->net_packet_size / 2;
     aml->max_uhdr &= ~(size_t) 7;
     aml->compact_max = max_hdr < AML_COMPACT_MAX ? max_hdr : AML_COMPACT_MAX;
     aml->compact = aml->peers_cap <= AML_COMPACT_MAX_RANKS;     /* 24 bits of source */
-    aml->sdesc_size = sizeof(aml_sdesc_t) + aml->packet_size;
+    aml->sdesc_small = (sizeof(aml_pkt_t) + AML_SDESC_SMALL_UHDR + 7) & ~(size_t) 7;
+    aml->sdesc_big = sizeof(aml_pkt_t) + aml->packet_size;
+    if (cfg->debug_reorder) {
+        /* every descriptor holds a whole packet, so that data packets can be held back too */
+        if (aml->net_packet_size > aml->packet_size)
+            aml->sdesc_big = sizeof(aml_pkt_t) + aml->net_packet_size;
+        aml->sdesc_small = aml->sdesc_big;
+    }
 
     if ((rc = aml_dynamic_init(aml)) != AML_OK || (rc = address_build(aml)) != AML_OK)
         goto fail;
@@ -437,9 +454,11 @@ static int connect_peer(aml_t * aml, int i, const char *entry, size_t stride,
     if (p->tport == &aml_vnode_tport) {
         p->caps = aml_vnode_caps(aml);
         p->eager_limit = p->caps ? aml->vnode_eager_limit : aml->eager_limit;
+        p->pkt_size = aml->packet_size;
     } else {
         p->caps = p->tport->caps;
         p->eager_limit = aml->eager_limit;
+        p->pkt_size = aml->net_packet_size;
         aml->ucx_remote |= i != aml->rank;
     }
     p->ep = eps[0];
@@ -465,6 +484,7 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
         memcpy(&h, (const char *) table + (size_t) i * stride, sizeof(h));
         if (mismatch(aml, "wire_version", i, me->wire_version, h.wire_version) ||
             mismatch(aml, "packet_size", i, me->packet_size, h.packet_size) ||
+            mismatch(aml, "net_packet_size", i, me->net_packet_size, h.net_packet_size) ||
             mismatch(aml, "adaptive_credits", i, me->adaptive_credits, h.adaptive_credits) ||
             mismatch(aml, "max_uhdr", i, me->max_uhdr, h.max_uhdr)) {
             /* nobody attaches now: the segment's creator removes its name */
@@ -476,12 +496,10 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
     if (aml->vnode && (rc = aml_vnode_attach(aml, aml->errmsg, sizeof(aml->errmsg))) != AML_OK)
         return rc;
     /* for every peer record, those of other jobs included (untouched pages cost nothing) */
-    aml->adapt_ids = calloc((size_t) aml->peers_cap * (aml->adaptive_credits + 1),
-                            sizeof(uint64_t));
     aml->lane_eps = calloc((size_t) aml->peers_cap * aml->lanes, sizeof(aml_tport_ep_t));
     aml->hosts = calloc((size_t) aml->size, AML_HOST_MAX);
     eps = malloc(aml->lanes * sizeof(aml_tport_ep_t));
-    if (!aml->adapt_ids || !aml->lane_eps || !aml->hosts || !eps) {
+    if (!aml->lane_eps || !aml->hosts || !eps) {
         free(eps);
         return AML_ERR_NOMEM;
     }
@@ -592,6 +610,7 @@ int aml_quiesce(aml_t * aml)
     while (aml->tx_inflight > 0 || aml->waits.count > 0 || aml->replies.count > 0 ||
            aml->rx_busy > 0 || aml->dyn_inflight > 0)
         aml_progress(aml);
+    aml_adaptive_flush_tokens(aml);     /* before QUIESCE 2, like every reply */
     int rc = flush_eps(aml);
     if (rc != AML_OK)
         return rc;

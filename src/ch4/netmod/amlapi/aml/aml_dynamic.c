@@ -101,6 +101,7 @@ static int new_peer(aml_t * aml, const void *upid, size_t len, int *peer)
     }
     p->caps = p->tport->caps;
     p->eager_limit = aml->eager_limit;
+    p->pkt_size = aml->net_packet_size;
     p->ep = eps[0];
     for (int l = 1; l < aml->lanes; l++)
         aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1] = eps[l];
@@ -143,16 +144,19 @@ void aml_dynamic_recv_connect(aml_t * aml, const aml_pkt_t * pkt, const void *uh
         what = "wire version";
     else if (b.cfg.packet_size != me->packet_size)
         what = "packet size (MPIR_CVAR_AMLAPI_PACKET_SIZE)";
+    else if (b.cfg.net_packet_size != me->net_packet_size)
+        what = "network packet size (MPIR_CVAR_AMLAPI_NET_PACKET_SIZE)";
     else if (b.cfg.adaptive_credits != me->adaptive_credits)
         what = "adaptive credits (MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS)";
     else if (b.cfg.max_uhdr != me->max_uhdr)
         what = "largest user header (UCX's active-message header limit)";
     if (what)
         aml_fatal(aml, "a process of another job connects with a different %s: "
-                  "wire version %u, packet size %u, credits %u, user header %u here against "
-                  "%u, %u, %u, %u there", what, me->wire_version, me->packet_size,
-                  me->adaptive_credits, me->max_uhdr, b.cfg.wire_version, b.cfg.packet_size,
-                  b.cfg.adaptive_credits, b.cfg.max_uhdr);
+                  "wire version %u, packet sizes %u/%u, credits %u, user header %u here "
+                  "against %u, %u/%u, %u, %u there", what, me->wire_version, me->packet_size,
+                  me->net_packet_size, me->adaptive_credits, me->max_uhdr, b.cfg.wire_version,
+                  b.cfg.packet_size, b.cfg.net_packet_size, b.cfg.adaptive_credits,
+                  b.cfg.max_uhdr);
 
     i = find_peer(aml, b.cfg.uuid);
     if (i >= 0 && i < aml->size)

@@ -42,7 +42,7 @@ int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
 
     if (!m)
         return AML_ERR_NOMEM;
-    first = aml->packet_size - hsize - x->uhdr_len;
+    first = aml->peers[x->peer].pkt_size - hsize - x->uhdr_len;
     if (first > x->len)
         first = x->len;
     if (x->cmpl_cntr) {
@@ -52,7 +52,7 @@ int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
     aml_stat(aml, AML_PROTO_EAGER, x->len);
 
     do {
-        aml_sdesc_t *d = aml_sdesc_get(aml);
+        aml_sdesc_t *d = aml_sdesc_get_uhdr(aml, off ? 0 : x->uhdr_len);
         size_t chunk;
         if (!d) {
             rc = AML_ERR_NOMEM;
@@ -64,7 +64,7 @@ int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
         if (off == 0) {
             chunk = first;
         } else {
-            chunk = aml->packet_size - hsize;
+            chunk = aml->peers[x->peer].pkt_size - hsize;
             if (chunk > x->len - off)
                 chunk = x->len - off;
         }

@@ -102,6 +102,7 @@ typedef struct aml_sdesc {
     void *org_arg;
     size_t hdr_len;
     size_t held_len;            /* debug_reorder: data bytes copied after the header */
+    size_t room;                /* bytes from u.pkt on: aml->sdesc_small or a packet */
     union {
         aml_pkt_t pkt;
         uint64_t align;
@@ -109,6 +110,7 @@ typedef struct aml_sdesc {
     /* followed by the user header and, for one-packet messages, the data */
 } aml_sdesc_t;
 
+#define AML_SDESC_SMALL_UHDR 128
 #define AML_SDESC_PAYLOAD(d) ((char *) &(d)->u.pkt + sizeof(aml_pkt_t))
 
 /* A byte range [start, end) of a message. */
@@ -166,6 +168,7 @@ typedef struct aml_peer {
                                  * index a peer of another job gave us */
     unsigned caps;              /* what it offers this peer (AML_TPORT_CAP_*) */
     size_t eager_limit;         /* messages above it go by rendezvous (transport's choice) */
+    size_t pkt_size;            /* its eager and adaptive packets: the transport's packet size */
     aml_tport_ep_t ep;          /* its first endpoint (lane 0: every sequenced packet) */
     uint32_t tx_seq;            /* next sequence number to send */
     uint32_t rx_seq;            /* next sequence number expected */
@@ -180,6 +183,9 @@ typedef struct aml_peer {
     bool dirty;                 /* sent something since the last fence */
     int adapt_out;              /* our adaptive messages to peer awaiting its token */
     int adapt_in;               /* peer's adaptive messages here not yet confirmed */
+    int tok_owed;               /* of those, released but not yet confirmed (a batched TOKEN) */
+    int tok_next;               /* next peer in aml->tok_head's list, -1: none */
+    bool tok_listed;            /* in that list (it may stay there with nothing owed) */
     unsigned next_lane;         /* round robin over the lanes */
     struct aml_sdesc *held;     /* debug_reorder: a packet held back to overtake */
     int quiesce_round;          /* last QUIESCE round received from peer */
@@ -257,7 +263,15 @@ struct aml {
     void *free_smsg, *free_rmsg;        /* message records for reuse, linked through their
                                          * first word (calloc/free per message cost 0.1 us
                                          * of a 16 KiB rendezvous ping-pong) */
-    size_t sdesc_size;
+    aml_sdesc_t *free_sdesc_big;
+    size_t sdesc_small;         /* room of the descriptors most packets take: a full header and
+                                 * a user header of up to AML_SDESC_SMALL_UHDR bytes (an MPI
+                                 * envelope), or an inline packet as long; a longer user
+                                 * header or copied data (full-header one-packet messages, the
+                                 * put rendezvous's rkey) takes one with a packet's room, so a
+                                 * flood that UCX keeps pending holds small descriptors */
+    size_t sdesc_big;           /* room of the others: a header and a one-packet message */
+    size_t net_packet_size;
     uint64_t next_msg_id;
     int64_t tx_inflight;        /* packets handed to the transport, not yet completed */
     int64_t rx_busy;            /* incoming messages not complete */
@@ -268,9 +282,9 @@ struct aml {
     aml_htab_t replies;         /* aml_reply_wait_t */
     aml_htab_t cntrs;           /* registered counters, key = address */
     int adaptive_credits;
+    int tok_head;               /* first peer owed tokens, -1: none */
     int lanes;
     aml_tport_ep_t *lane_eps;   /* lanes 1.. of peer i at [i * (lanes - 1)]; lane 0 is ep */
-    uint64_t *adapt_ids;        /* ids of peer i's unconfirmed messages at [i * credits] */
     aml_htab_t adapt_rx;        /* adaptive messages arriving (aml_rmsg_t) */
     aml_htab_t put_rx;          /* put-variant rendezvous landings awaiting RNDV_FIN */
     aml_region_t *regions;
@@ -382,6 +396,8 @@ static inline bool aml_uhdr_len_ok(const aml_t * aml, size_t uhdr_len)
 
 /* ---- aml_tx.c -------------------------------------------------------------------------- */
 aml_sdesc_t *aml_sdesc_get(aml_t * aml);
+aml_sdesc_t *aml_sdesc_get_big(aml_t * aml);
+aml_sdesc_t *aml_sdesc_get_uhdr(aml_t * aml, size_t uhdr_len);
 void aml_sdesc_put(aml_t * aml, aml_sdesc_t * d);
 void aml_sdesc_free_all(aml_t * aml);
 aml_smsg_t *aml_smsg_new(aml_t * aml, const aml_xfer_t * x, int proto);
@@ -404,6 +420,7 @@ int aml_send_desc_flags(aml_t * aml, aml_sdesc_t * d, aml_tport_ep_t ep, const v
 int aml_send_ctrl(aml_t * aml, int peer, int type, uint64_t msg_id, uint64_t aux0);
 void aml_release_held(aml_t * aml);
 int aml_poll_all(aml_t * aml);
+void aml_adaptive_flush_tokens(aml_t * aml);
 
 /* One pass over the transports, as ch4:ucx does: draining until an empty pass cost a second
  * UCX worker progress (every interface polled once more) after each arrival, about 0.02 us of
@@ -412,6 +429,7 @@ int aml_poll_all(aml_t * aml);
  * Inline: it is the polling loop of every wait. */
 static inline int aml_poll(aml_t * aml)
 {
+    int n;
     if (AML_UNLIKELY(aml->in_dispatch))
         return 0;
     if (AML_UNLIKELY(aml->nheld))
@@ -419,10 +437,16 @@ static inline int aml_poll(aml_t * aml)
     if (AML_LIKELY(aml->ntports == 1)) {
         /* UCX's by a direct jump, else the transport's (the polling loop stays short) */
         if (AML_LIKELY(aml->tports[0] == &aml_ucx_tport))
-            return aml_ucx_progress(aml);
-        return aml->tports[0]->progress(aml);
+            n = aml_ucx_progress(aml);
+        else
+            n = aml->tports[0]->progress(aml);
+    } else {
+        n = aml_poll_all(aml);
     }
-    return aml_poll_all(aml);
+    /* adaptive tokens go back when nothing arrives (aml_adaptive.c says why) */
+    if (AML_UNLIKELY(aml->tok_head >= 0) && n == 0)
+        aml_adaptive_flush_tokens(aml);
+    return n;
 }
 
 /* Fills a compact header's common part for peer p and, when seq, assigns the packet the next

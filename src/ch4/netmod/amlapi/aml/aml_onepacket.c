@@ -44,7 +44,7 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
     if (AML_LIKELY(!aml->cfg.debug_reorder) &&
         AML_LIKELY(p->tport->send_inline(aml, p, buf, total) == AML_TPORT_DONE))
         return AML_OK;
-    d = aml_sdesc_get(aml);
+    d = total <= aml->sdesc_small ? aml_sdesc_get(aml) : aml_sdesc_get_big(aml);
     if (AML_UNLIKELY(!d)) {
         /* never handed to the transport: give the sequence number back, or the peer waits for
          * it */
@@ -53,7 +53,7 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
         aml->bytes[AML_PROTO_ONEPACKET] -= (int64_t) len;
         return AML_ERR_NOMEM;
     }
-    memcpy(&d->u.pkt, buf, total);      /* the descriptor has a packet's room after u.pkt */
+    memcpy(&d->u.pkt, buf, total);
     d->op.peer = peer;
     d->hdr_len = total;
     return aml_send_desc_flags(aml, d, p->ep, NULL, 0, 0);
@@ -65,7 +65,7 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
  * this returns in the common case (no copy of ours, unlike the full-header path). */
 static int send_zcopy(aml_t * aml, const aml_xfer_t * x)
 {
-    aml_sdesc_t *d = aml_sdesc_get(aml);
+    aml_sdesc_t *d = aml_sdesc_get_uhdr(aml, x->uhdr_len);
     aml_peer_t *p = &aml->peers[x->peer];
     aml_spkt_t *s;
 
@@ -110,7 +110,7 @@ int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x)
             aml_org_done(aml, x->org_cntr, x->org_fn, x->org_arg);
         return rc;
     }
-    d = aml_sdesc_get(aml);
+    d = aml_sdesc_get_big(aml);       /* the data is copied: the origin completes now */
     if (AML_UNLIKELY(!d))
         return AML_ERR_NOMEM;
     aml_pkt_init(aml, &d->u.pkt, AML_PKT_ONE, x->peer);

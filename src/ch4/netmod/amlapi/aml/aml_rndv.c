@@ -40,7 +40,7 @@ int aml_rndv_get_send(aml_t * aml, const aml_xfer_t * x)
         aml_smsg_release(aml, m);
         return AML_ERR_TRANSPORT;
     }
-    d = aml_sdesc_get(aml);
+    d = aml_sdesc_get_uhdr(aml, x->uhdr_len);
     if (!d) {
         aml_smsg_release(aml, m);
         return AML_ERR_NOMEM;

@@ -122,7 +122,7 @@ void aml_rndv_put_ready(aml_t * aml, aml_rmsg_t * r)
         rkey_len > aml->packet_size - sizeof(aml_pkt_t))
         aml_fatal(aml, "cannot expose a %zu-byte landing to rank %d for a rendezvous put",
                   r->len, r->src);
-    d = aml_sdesc_get(aml);
+    d = aml_sdesc_get_big(aml);       /* it carries the rkey */
     if (!d)
         aml_fatal(aml, "out of memory sending to rank %d", r->src);
     aml_pkt_init(aml, &d->u.pkt, AML_PKT_RNDV_RTR, r->src);

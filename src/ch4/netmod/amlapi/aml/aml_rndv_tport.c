@@ -14,7 +14,7 @@
  * the send (the receiver took the data), as for a one-packet send from the caller's buffer. */
 static int send_compact(aml_t * aml, const aml_xfer_t * x)
 {
-    aml_sdesc_t *d = aml_sdesc_get(aml);
+    aml_sdesc_t *d = aml_sdesc_get_uhdr(aml, x->uhdr_len);
     int rc;
 
     if (AML_UNLIKELY(!d))

@@ -76,13 +76,17 @@ static void send_op_done(aml_tport_op_t * op)
     send_done(op->aml, AML_CONTAINER(op, aml_sdesc_t, op));
 }
 
-aml_sdesc_t *aml_sdesc_get(aml_t * aml)
+/* Two sizes of descriptor, each with its free list: small ones (a header with a short user
+ * header, or a short inline packet) for nearly every packet, since the data goes from the
+ * caller's buffer; and ones with a packet's room for those that copy their data (full-header
+ * one-packet messages, the put rendezvous's rkey) or have a long user header. */
+static aml_sdesc_t *sdesc_get(aml_t * aml, aml_sdesc_t ** list, size_t room)
 {
-    aml_sdesc_t *d = aml->free_sdesc;
+    aml_sdesc_t *d = *list;
     if (AML_LIKELY(d != NULL)) {
-        aml->free_sdesc = d->next;
+        *list = d->next;
     } else {
-        d = malloc(aml->sdesc_size);
+        d = malloc(offsetof(aml_sdesc_t, u) + room);
         if (!d)
             return NULL;
         /* what the transport reads of every send, fixed for the descriptor's life */
@@ -90,6 +94,7 @@ aml_sdesc_t *aml_sdesc_get(aml_t * aml)
         d->op.done = send_op_done;
         d->op.hdr = &d->u.pkt;
         d->op.len = 0;
+        d->room = room;
     }
     d->msg = NULL;
     d->org_cntr = NULL;
@@ -97,19 +102,43 @@ aml_sdesc_t *aml_sdesc_get(aml_t * aml)
     return d;
 }
 
+aml_sdesc_t *aml_sdesc_get(aml_t * aml)
+{
+    return sdesc_get(aml, &aml->free_sdesc, aml->sdesc_small);
+}
+
+aml_sdesc_t *aml_sdesc_get_big(aml_t * aml)
+{
+    return sdesc_get(aml, &aml->free_sdesc_big, aml->sdesc_big);
+}
+
+/* One for a packet header and a user header of uhdr_len bytes. */
+aml_sdesc_t *aml_sdesc_get_uhdr(aml_t * aml, size_t uhdr_len)
+{
+    return sizeof(aml_pkt_t) + uhdr_len <= aml->sdesc_small ? aml_sdesc_get(aml) :
+        aml_sdesc_get_big(aml);
+}
+
 void aml_sdesc_put(aml_t * aml, aml_sdesc_t * d)
 {
-    d->next = aml->free_sdesc;
-    aml->free_sdesc = d;
+    aml_sdesc_t **list = d->room == aml->sdesc_small ? &aml->free_sdesc : &aml->free_sdesc_big;
+    d->next = *list;
+    *list = d;
+}
+
+static void free_list(aml_sdesc_t ** list)
+{
+    for (aml_sdesc_t * d = *list, *n; d; d = n) {
+        n = d->next;
+        free(d);
+    }
+    *list = NULL;
 }
 
 void aml_sdesc_free_all(aml_t * aml)
 {
-    for (aml_sdesc_t * d = aml->free_sdesc, *n; d; d = n) {
-        n = d->next;
-        free(d);
-    }
-    aml->free_sdesc = NULL;
+    free_list(&aml->free_sdesc);
+    free_list(&aml->free_sdesc_big);
 }
 
 /* ---- headers -------------------------------------------------------------------------- */
@@ -162,7 +191,7 @@ aml_smsg_t *aml_rndv_scout_new(aml_t * aml, const aml_xfer_t * x, uint8_t flags,
 
     if (!m)
         return NULL;
-    d = aml_sdesc_get(aml);
+    d = aml_sdesc_get_uhdr(aml, x->uhdr_len);
     if (!d) {
         free(m);
         return NULL;
@@ -228,7 +257,7 @@ static bool debug_hold(aml_t * aml, aml_sdesc_t * d, aml_tport_ep_t ep, const vo
         send_held(aml, p);
         return true;
     }
-    if (d->hdr_len + len > aml->sdesc_size - offsetof(aml_sdesc_t, u))
+    if (d->hdr_len + len > d->room)
         return false;           /* does not fit its descriptor: send it now */
     if (len && data != room)
         memmove(room, data, len);

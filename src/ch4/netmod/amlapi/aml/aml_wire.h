@@ -15,7 +15,7 @@
 #include <string.h>
 
 /* Version of the wire format (packet types and headers); ranks must agree (aml_connect). */
-#define AML_WIRE_VERSION 3
+#define AML_WIRE_VERSION 4
 
 /* What precedes the transport address in aml_local_address: the settings every rank must
  * share, because receivers check packets against their own (credit counts, header limits,
@@ -25,6 +25,8 @@ typedef struct aml_addr_hdr {
     uint32_t packet_size;
     uint32_t adaptive_credits;
     uint32_t max_uhdr;
+    uint32_t net_packet_size;
+    uint32_t rsvd;
     uint64_t uuid;              /* this aml_t's id: the start of its upid (aml_add_peer) */
 } aml_addr_hdr_t;
 
@@ -57,7 +59,8 @@ enum {
     AML_PKT_FENCE_ACK,
     AML_PKT_ADAPT_FIRST,        /* adaptive eager, sequenced: pkt | uhdr, first chunk */
     AML_PKT_ADAPT_DATA,         /* adaptive eager, not sequenced, any lane: chunk at pkt.addr */
-    AML_PKT_ADAPT_TOKEN,        /* receiver -> sender: msg_id no longer holds receiver memory */
+    AML_PKT_ADAPT_TOKEN,        /* receiver -> sender: aux0 of its messages no longer hold
+                                 * receiver memory (credits back) */
     AML_PKT_RNDV_RTR,           /* put variant, receiver -> sender: landing address, rkey */
     AML_PKT_RNDV_FIN,           /* put variant, sender -> receiver: the data is in place */
     AML_PKT_ONE_SHORT,          /* one-packet message in the compact header: spkt | uhdr, data */

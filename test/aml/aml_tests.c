@@ -457,6 +457,111 @@ static int fence_check_handler(aml_t * aml, void *ctx, const aml_msg_info_t * in
     return 0;
 }
 
+/* direct put/get: keys exchanged as active messages (handler 8), then puts and gets with no
+ * message at the target, checked byte by byte; the range is checked at the origin */
+static unsigned char dkeys[16][1024];
+static size_t dkey_len[16];
+static int dkeys_seen;
+
+static void dkey_landed(aml_t * aml, void *arg)
+{
+    (void) aml;
+    (void) arg;
+    dkeys_seen++;
+}
+
+static int dkey_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    (void) ctx;
+    if (info->src < 0 || info->src >= 16 || info->msg_len > sizeof(dkeys[0]))
+        return -1;      /* not a key: the test fails waiting for it */
+    dkey_len[info->src] = info->msg_len;
+    recv->buf = dkeys[info->src];
+    recv->compl_fn = dkey_landed;
+    return 0;
+}
+
+static int t_direct(rank_ctx_t * c)
+{
+    const size_t region = 4 << 20;
+    unsigned char *win = calloc(1, region), *local = malloc(region);
+    int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
+    static const size_t psz[] = { 8, 5000, 70000, 3 << 20 };
+    aml_xmem_t *m;
+    aml_xkey_t *k;
+    aml_cntr_t done;
+    const void *key;
+    size_t key_len;
+    uintptr_t bases[16];
+    int rc;
+
+    CHECK(c->size <= 16, "at most 16 ranks");
+    CHECK_OK(aml_cntr_init(c->aml, &done, 0));
+    CHECK_OK(aml_register_handler(c->aml, 8, dkey_handler, NULL));
+    CHECK(aml_xmem_expose(c->aml, win, 0, &m) == AML_ERR_INVAL, "exposing 0 bytes");
+    CHECK_OK(aml_xmem_expose(c->aml, win, region, &m));
+    CHECK_OK(aml_xmem_key(c->aml, m, &key, &key_len));
+    CHECK(key_len <= sizeof(dkeys[0]), "a %zu-byte key", key_len);
+    CHECK_OK(aml_address_init(c->aml, (uintptr_t) win, bases));
+    dkeys_seen = 0;
+    CHECK_OK(aml_barrier(c->aml));
+    CHECK_OK(aml_amsend(c->aml, right, 8, NULL, 0, key, key_len, NULL, NULL, NULL));
+    while (dkeys_seen < 1)
+        aml_progress(c->aml);
+    CHECK_OK(aml_barrier(c->aml));
+    CHECK(aml_xkey_open(c->aml, left, dkeys[left], 3, &k) == AML_ERR_INVAL, "a short key");
+    rc = aml_xkey_open(c->aml, left, dkeys[left], dkey_len[left], &k);
+    if (rc == AML_ERR_NOT_SUPPORTED) {
+        /* a vnode peer on a node without single copy: aml_put/aml_get are the way there */
+        CHECK(getenv("AML_TEST_VNODE") != NULL, "direct access refused to a UCX peer");
+        CHECK_OK(aml_barrier(c->aml));
+        CHECK_OK(aml_xmem_withdraw(c->aml, m));
+        free(win);
+        free(local);
+        return 0;
+    }
+    CHECK_OK(rc);
+
+    /* we write into our left neighbour's memory and read it back; our right neighbour
+     * writes ours */
+    for (size_t i = 0; i < sizeof(psz) / sizeof(psz[0]); i++) {
+        size_t n = psz[i], off = 64 * i;
+        fill(local, n, c->rank, i);
+        CHECK_OK(aml_put_direct(c->aml, k, bases[left] + off, local, n, &done, NULL, NULL));
+        CHECK_OK(aml_cntr_wait(c->aml, &done, 1));
+        CHECK_OK(aml_barrier(c->aml));
+        CHECK(first_bad(win + off, n, right, i) == (size_t) -1, "direct put of %zu bytes from "
+              "%d: byte %zu", n, right, first_bad(win + off, n, right, i));
+        memset(local, 0, n);
+        CHECK_OK(aml_get_direct(c->aml, k, bases[left] + off, local, n, &done, NULL, NULL));
+        CHECK_OK(aml_cntr_wait(c->aml, &done, 1));
+        CHECK(first_bad(local, n, c->rank, i) == (size_t) -1, "direct get of %zu bytes", n);
+        CHECK_OK(aml_barrier(c->aml));
+    }
+    /* many at once, then a fence: every one is in place when it returns */
+    for (int i = 0; i < 64; i++) {
+        fill(local + 4096 * i, 4096, c->rank, 100 + i);
+        CHECK_OK(aml_put_direct(c->aml, k, bases[left] + 4096 * i, local + 4096 * i, 4096,
+                                NULL, NULL, NULL));
+    }
+    CHECK_OK(aml_fence(c->aml, left));
+    CHECK_OK(aml_barrier(c->aml));
+    for (int i = 0; i < 64; i++)
+        CHECK(first_bad(win + 4096 * i, 4096, right, 100 + i) == (size_t) -1,
+              "put %d of 64 from %d not in place after the fence", i, right);
+    /* outside the exposed memory: refused at the origin */
+    CHECK(aml_put_direct(c->aml, k, bases[left] + region - 4, local, 8, NULL, NULL, NULL) ==
+          AML_ERR_RANGE, "a put past the end");
+    CHECK(aml_get_direct(c->aml, k, bases[left] - 8, local, 8, NULL, NULL, NULL) ==
+          AML_ERR_RANGE, "a get before the start");
+    CHECK_OK(aml_barrier(c->aml));
+    aml_xkey_close(c->aml, k);
+    CHECK_OK(aml_xmem_withdraw(c->aml, m));
+    free(win);
+    free(local);
+    return 0;
+}
+
 /* put/get/rmw on registered memory, fences, gfence, address_init */
 static int t_rma(rank_ctx_t * c)
 {
@@ -1839,6 +1944,7 @@ static const test_t tests[] = {
     {"sizes_small_packets", 2, t_sizes, small_packets},
     {"order", 4, t_order, NULL},
     {"rma", 3, t_rma, NULL},
+    {"direct", 3, t_direct, NULL},
     {"env", 2, t_env, NULL},
     {"defer", 2, t_defer, force_rndv},
     {"sizes_rndv_put", 2, t_sizes, force_rndv_put},

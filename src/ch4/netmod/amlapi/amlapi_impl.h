@@ -126,6 +126,8 @@ void MPIDI_AMLAPI_fault_finalize(void);
 
 /* amlapi_progress.c: the progress modes */
 int MPIDI_AMLAPI_oversubscribed(void);
+void MPIDI_AMLAPI_win_pvars(void);
+int MPIDI_AMLAPI_rma_wait(MPIR_Win * win);
 int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
 int MPIDI_AMLAPI_progress_blocked(int events);
 int MPIDI_AMLAPI_coproc_progressed(int events);

@@ -57,10 +57,12 @@ cvars:
       description : >-
         Messages with more data bytes than this use the rendezvous protocol (scout, then the
         data moves into the buffer the receiver's header handler chose); smaller ones are
-        sent eagerly. Must be >= 0. Default measured on shared memory (aml_bench, 2 ranks):
-        UCX rendezvous beats adaptive eager in latency from 8200 B up (1.96 vs 2.22 us) and in
-        bandwidth from 16 KiB up (10.6-11.4 vs 9.9 GB/s); at 8200 B adaptive eager has more
-        bandwidth (7.9-8.4 vs 6.5-7.0 GB/s).
+        sent eagerly. Applies to peers reached through UCX; on-node vnode peers switch at
+        MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD. Must be >= 0. Default measured between
+        two hosts over TCP (maint/bench --hosts=2, medians of 5): with 64 KiB eager 64 KiB
+        latency 37 against 50 us and bandwidth 2154 against 1797 MB/s with the earlier
+        12288-byte limit and 8248-byte packets. Above it rendezvous keeps the memory a flood of
+        unexpected messages holds bounded.
 
     - name        : MPIR_CVAR_AMLAPI_PROTOCOL
       category    : CH4_AMLAPI
@@ -104,12 +106,28 @@ cvars:
         per peer that the receiver has not confirmed (a message is confirmed once it no
         longer takes receiver memory: it was received, or matched a posted receive). Further
         messages to that peer go by rendezvous, so a receiver flooded by many senders holds
-        at most credits x eager limit bytes of unexpected data per sender (64 x 64 KiB on
-        one node, 64 x 12 KiB from another). 0 turns adaptive eager off (ordered eager is
+        at most credits x eager limit bytes of unexpected data per sender (64 x 64 KiB with
+        the defaults, on one node and from another). 0 turns adaptive eager off (ordered eager is
         used, and unexpected memory is unbounded). 0 to 1024. Default: the window of the
         usual bandwidth benchmarks (OSU's, ours): with 32, half of a 64-message window of
         16-64 KiB went by rendezvous, and the mix ran at a third of all-eager speed
         (bidirectional 64 KiB: 11 vs 39 GB/s).
+
+    - name        : MPIR_CVAR_AMLAPI_RMA_DIRECT
+      category    : CH4_AMLAPI
+      type        : boolean
+      default     : true
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        MPI_Put, MPI_Get, MPI_Rput and MPI_Rget with a contiguous target datatype go as
+        direct operations with no message at the target: a single copy
+        (process_vm_writev/readv) to a rank of this node, UCX RMA to a rank of another host.
+        Windows from MPI_Win_create, MPI_Win_allocate and MPI_Win_allocate_shared expose
+        their memory for it at creation. 0: every RMA operation is an active message of
+        MPICH's generic RMA (MPIDIG). Non-contiguous targets, accumulates and dynamic
+        windows are MPIDIG's either way.
 
     - name        : MPIR_CVAR_AMLAPI_LANES
       category    : CH4_AMLAPI
@@ -521,6 +539,7 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_AMLAPI_am_init();
     MPIR_ERR_CHECK(mpi_errno);
+    MPIDI_AMLAPI_win_pvars();
     mpi_errno = MPIDI_AMLAPI_p2p_init();
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_AMLAPI_spawn_init();

@@ -1,7 +1,8 @@
 /*
- * amlapi netmod: the non-inline entry points other than init/finalize. Windows and
- * partitioned communication use MPICH's generic implementations (their traffic rides on
- * amlapi's active messages); dynamic processes are in amlapi_spawn.c.
+ * amlapi netmod: the non-inline entry points other than init/finalize. Partitioned
+ * communication and windows' info use MPICH's generic implementations (their traffic rides
+ * on amlapi's active messages); window hooks and direct RMA are in amlapi_win.c, dynamic
+ * processes in amlapi_spawn.c.
  */
 
 #include "mpidimpl.h"
@@ -24,42 +25,6 @@ int MPIDI_AMLAPI_mpi_comm_commit_post_hook(MPIR_Comm * comm)
 }
 
 int MPIDI_AMLAPI_mpi_comm_free_hook(MPIR_Comm * comm)
-{
-    return MPI_SUCCESS;
-}
-
-/* Window hooks: the generic window carries every RMA operation as active messages. */
-int MPIDI_AMLAPI_mpi_win_create_hook(MPIR_Win * win)
-{
-    return MPI_SUCCESS;
-}
-
-int MPIDI_AMLAPI_mpi_win_allocate_hook(MPIR_Win * win)
-{
-    return MPI_SUCCESS;
-}
-
-int MPIDI_AMLAPI_mpi_win_allocate_shared_hook(MPIR_Win * win)
-{
-    return MPI_SUCCESS;
-}
-
-int MPIDI_AMLAPI_mpi_win_create_dynamic_hook(MPIR_Win * win)
-{
-    return MPI_SUCCESS;
-}
-
-int MPIDI_AMLAPI_mpi_win_attach_hook(MPIR_Win * win, void *base, MPI_Aint size)
-{
-    return MPI_SUCCESS;
-}
-
-int MPIDI_AMLAPI_mpi_win_detach_hook(MPIR_Win * win, const void *base)
-{
-    return MPI_SUCCESS;
-}
-
-int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
 {
     return MPI_SUCCESS;
 }

@@ -41,8 +41,15 @@ typedef struct {
     int dummy;
 } MPIDI_AMLAPI_dt_t;
 
+struct MPIDI_AMLAPI_win_target;
+struct aml_xmem;
+
+/* per window: direct RMA (amlapi_win.c). targets is NULL when the window has none (dynamic
+ * windows, MPIR_CVAR_AMLAPI_RMA_DIRECT=0): then every operation is MPIDIG's. */
 typedef struct {
-    int dummy;
+    struct MPIDI_AMLAPI_win_target *targets;    /* per rank of the window's communicator */
+    struct aml_xmem *xmem;      /* this rank's memory, exposed */
+    uint64_t issued, done;      /* direct operations started and completed */
 } MPIDI_AMLAPI_win_t;
 
 /* per AV entry: the aml peer index of a process of another job (AV tables above 0; those

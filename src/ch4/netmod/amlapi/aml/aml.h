@@ -329,6 +329,30 @@ int aml_put(aml_t * aml, int peer, void *tgt_addr, const void *org_addr, size_t 
 int aml_get(aml_t * aml, int peer, const void *tgt_addr, void *org_addr, size_t len,
             aml_cntr_t * tgt_cntr, aml_cntr_t * org_cntr);
 
+/* Direct access (aml_direct.c): no message at the target. A process exposes memory once and
+ * hands its key to peers (the embedder exchanges it); a peer opens the key and then puts
+ * and gets within that memory through the transport that reaches the process (single copy
+ * on the node, UCX RMA to other hosts). The range is checked at the origin against the
+ * exposed memory (AML_ERR_RANGE). aml_fence(peer) also waits for direct operations. */
+typedef struct aml_xmem aml_xmem_t;
+typedef struct aml_xkey aml_xkey_t;
+int aml_xmem_expose(aml_t * aml, void *addr, size_t len, aml_xmem_t ** m);
+/* The key's bytes (valid until aml_xmem_withdraw). */
+int aml_xmem_key(aml_t * aml, const aml_xmem_t * m, const void **key, size_t * key_len);
+/* After every peer is done with it (the embedder synchronizes). */
+int aml_xmem_withdraw(aml_t * aml, aml_xmem_t * m);
+/* AML_ERR_NOT_SUPPORTED when the transport to peer cannot access its memory directly (on a
+ * node where single copy is not allowed): use aml_put/aml_get then. */
+int aml_xkey_open(aml_t * aml, int peer, const void *key, size_t key_len, aml_xkey_t ** k);
+void aml_xkey_close(aml_t * aml, aml_xkey_t * k);
+/* Completion (the data in place at the target, or arrived at dst) increments cmpl_cntr and
+ * runs fn(aml, arg), either before return or later from progress; src and dst belong to
+ * aml until then. */
+int aml_put_direct(aml_t * aml, aml_xkey_t * k, uint64_t raddr, const void *src, size_t len,
+                   aml_cntr_t * cmpl_cntr, aml_compl_fn_t fn, void *arg);
+int aml_get_direct(aml_t * aml, aml_xkey_t * k, uint64_t raddr, void *dst, size_t len,
+                   aml_cntr_t * cmpl_cntr, aml_compl_fn_t fn, void *arg);
+
 typedef enum {
     AML_RMW_FETCH_ADD = 1,      /* *tgt += in[0] */
     AML_RMW_SWAP,               /* *tgt = in[0] */

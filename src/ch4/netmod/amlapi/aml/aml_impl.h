@@ -18,7 +18,9 @@
  *              aml_rndv_tport.c, aml_rndv.c (get variant and the rendezvous receiver)
  *   services   aml_xfer.c      protocol choice
  *              aml_progress.c  aml_progress, interrupt mode, counter waits
- *              aml_rma.c, aml_sync.c
+ *              aml_rma.c       put/get/rmw as active messages
+ *              aml_direct.c    direct put/get: exposed memory, keys, the transports' RMA
+ *              aml_sync.c      fences, barrier, address exchange
  *              aml_dynamic.c   peers of other jobs: upids, CONNECT, aml_add_peer
  *   top        aml_dispatch.c  the dispatcher: decoding and checking by the packet table,
  *                              fast paths, sequence, stash and replay, aml_accept/reject
@@ -180,6 +182,7 @@ typedef struct aml_peer {
     int64_t fence_sent;         /* fence requests sent to peer */
     int64_t fence_acks;         /* acks received from peer */
     int64_t replies_pending;    /* our gets/rmws to this peer awaiting replies */
+    int64_t direct_pending;     /* our direct puts/gets to this peer not yet complete */
     bool dirty;                 /* sent something since the last fence */
     int adapt_out;              /* our adaptive messages to peer awaiting its token */
     int adapt_in;               /* peer's adaptive messages here not yet confirmed */

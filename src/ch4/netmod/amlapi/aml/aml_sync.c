@@ -141,6 +141,8 @@ int aml_fence(aml_t * aml, int peer)
         return AML_ERR_INVAL;
     if (!aml->connected || aml->in_dispatch)
         return AML_ERR_STATE;
+    while (aml->peers[peer].direct_pending > 0)
+        aml_progress(aml);
     if (!aml->peers[peer].dirty && aml->peers[peer].replies_pending == 0)
         return AML_OK;
     if ((rc = fence_start(aml, peer, &want)))
@@ -157,6 +159,9 @@ int aml_gfence(aml_t * aml)
         return AML_ERR_INVAL;
     if (!aml->connected || aml->in_dispatch)
         return AML_ERR_STATE;
+    for (int i = 0; i < aml->size; i++)
+        while (aml->peers[i].direct_pending > 0)
+            aml_progress(aml);
     want = calloc(aml->size, sizeof(*want));
     if (!want)
         return AML_ERR_NOMEM;

@@ -138,11 +138,11 @@ typedef struct aml_tport {
     void (*rkey_buf_release) (aml_t * aml, void *buf);
     int (*rkey_unpack) (aml_tport_ep_t ep, const void *buf, size_t len, aml_tport_rkey_t * rkey);
     void (*rkey_destroy) (aml_t * aml, aml_tport_rkey_t rkey);
-    /* op->len bytes from the peer's raddr into dst (rendezvous pull). */
+    /* op->len bytes from the peer's raddr into dst (a rendezvous pull, a direct get). */
     int (*get) (aml_tport_ep_t ep, void *dst, uint64_t raddr, aml_tport_rkey_t rkey,
                 aml_tport_op_t * op);
     /* op->len bytes from src to the peer's raddr, complete when they are in place there
-     * (rendezvous put). */
+     * (a rendezvous put, a direct put). */
     int (*put) (aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport_rkey_t rkey,
                 aml_tport_op_t * op);
 

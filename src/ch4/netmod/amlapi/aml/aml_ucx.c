@@ -292,11 +292,12 @@ static void op_done(aml_tport_op_t * op)
     aml->in_dispatch--;
 }
 
-/* A pending rendezvous data move ended: fatal unless it moved op->len bytes. */
+/* A pending data move (rendezvous, or a direct put/get) ended: fatal unless it moved
+ * op->len bytes. */
 static void moved(void *request, ucs_status_t status, aml_tport_op_t * op, const char *what)
 {
     if (status != UCS_OK)
-        aml_fatal(op->aml, "rendezvous %s of %zu bytes %s rank %d failed: %s", what, op->len,
+        aml_fatal(op->aml, "%s of %zu bytes %s rank %d failed: %s", what, op->len,
                   strcmp(what, "put") ? "from" : "to", op->peer, ucs_status_string(status));
     ucp_request_free(request);
     op_done(op);
@@ -337,7 +338,7 @@ static void rndv_recv_cb(void *request, ucs_status_t status, size_t length, void
     if (status != UCS_OK || length != op->len)
         aml_fatal(op->aml, "rendezvous receive of %zu bytes from rank %d failed: %s (%zu bytes)",
                   op->len, op->peer, ucs_status_string(status), length);
-    moved(request, status, op, "receive");
+    moved(request, status, op, "rendezvous receive");
 }
 
 static int ucx_rndv_recv(aml_t * aml, void *desc, void *dst, aml_tport_op_t * op)
@@ -421,7 +422,7 @@ static void ucx_rkey_destroy(aml_t * aml, aml_tport_rkey_t rkey)
 
 static void get_cb(void *request, ucs_status_t status, void *user_data)
 {
-    moved(request, status, user_data, "pull");
+    moved(request, status, user_data, "get");
 }
 
 static int ucx_get(aml_tport_ep_t ep, void *dst, uint64_t raddr, aml_tport_rkey_t rkey,
@@ -436,7 +437,7 @@ static int ucx_get(aml_tport_ep_t ep, void *dst, uint64_t raddr, aml_tport_rkey_
     param.user_data = op;
     req = ucp_get_nbx(ep, dst, op->len, raddr, rkey, &param);
     if (UCS_PTR_IS_ERR(req))
-        aml_fatal(op->aml, "rendezvous pull from rank %d failed: %s", op->peer,
+        aml_fatal(op->aml, "get of %zu bytes from rank %d failed: %s", op->len, op->peer,
                   ucs_status_string(UCS_PTR_STATUS(req)));
     return req == NULL ? AML_TPORT_DONE : AML_TPORT_PENDING;
 }
@@ -456,7 +457,7 @@ static int ucx_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport
     memset(&param, 0, sizeof(param));
     req = ucp_put_nbx(ep, src, op->len, raddr, rkey, &param);
     if (UCS_PTR_IS_ERR(req))
-        aml_fatal(op->aml, "rendezvous put to rank %d failed: %s", op->peer,
+        aml_fatal(op->aml, "put of %zu bytes to rank %d failed: %s", op->len, op->peer,
                   ucs_status_string(UCS_PTR_STATUS(req)));
     if (req)
         ucp_request_free(req);  /* the flush below tells when it is done */
@@ -465,7 +466,7 @@ static int ucx_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport
     param.user_data = op;
     req = ucp_ep_flush_nbx(ep, &param);
     if (UCS_PTR_IS_ERR(req))
-        aml_fatal(op->aml, "flushing the rendezvous put to rank %d failed: %s", op->peer,
+        aml_fatal(op->aml, "flushing the put of %zu bytes to rank %d failed: %s", op->len, op->peer,
                   ucs_status_string(UCS_PTR_STATUS(req)));
     return req == NULL ? AML_TPORT_DONE : AML_TPORT_PENDING;
 }

@@ -497,7 +497,7 @@ static void check_range(aml_tport_op_t * op, uint64_t raddr, const vrange_t * r,
                         const char *what)
 {
     if (raddr < r->addr || op->len > r->len || raddr - r->addr > r->len - op->len)
-        aml_fatal(op->aml, "rendezvous %s of %zu bytes at 0x%llx of rank %d is outside the "
+        aml_fatal(op->aml, "single-copy %s of %zu bytes at 0x%llx of rank %d is outside the "
                   "%llu bytes at 0x%llx it advertised", what, op->len,
                   (unsigned long long) raddr, op->peer, (unsigned long long) r->len,
                   (unsigned long long) r->addr);

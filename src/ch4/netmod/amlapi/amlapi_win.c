@@ -1,0 +1,459 @@
+/*
+ * amlapi netmod: windows and direct RMA (seed 001 §3.2). A window made by MPI_Win_create,
+ * MPI_Win_allocate or MPI_Win_allocate_shared exposes each rank's memory through aml
+ * (aml_xmem_expose) and every rank opens every other rank's key: a contiguous put or get to
+ * a target it could open is then a direct operation, with no message and no handler at the
+ * target -- a single copy for a rank of this node, UCX RMA for one of another host. Other
+ * operations (a non-contiguous target, accumulates, dynamic windows, a target whose memory
+ * aml cannot reach directly) and all synchronisation stay MPICH's MPIDIG, which calls the
+ * completion hooks (amlapi_rma.h) before it ends an epoch, a flush or an unlock.
+ *
+ * A put completes when its data is at the target (aml_put_direct), so flush_local waits as
+ * long as flush: simpler, and a single copy is complete at return anyway.
+ */
+
+#include "mpidimpl.h"
+#include "amlapi_impl.h"
+
+struct MPIDI_AMLAPI_win_target {
+    uint64_t base;              /* the target's window memory, in its address space */
+    uint64_t size;
+    int64_t disp_unit;
+    aml_xkey_t *key;            /* NULL: no direct access (MPIDIG instead) */
+};
+
+/* what each rank tells the others at window creation */
+typedef struct {
+    uint64_t base, size;
+    int64_t disp_unit, key_len;
+} win_info_t;
+
+/* a direct operation that needs more than the window's counter at completion */
+typedef struct {
+    MPIDI_AMLAPI_win_t *w;
+    MPIR_Request *req;          /* rput/rget: completed with the operation */
+    void *tmp;                  /* packed origin (put) or staging (get), freed at completion */
+    void *origin;               /* get into a non-contiguous origin: unpacked there */
+    MPI_Aint count;
+    MPI_Datatype dt;
+} rma_op_t;
+
+static unsigned long long pv_puts, pv_gets, pv_bytes;
+
+static void op_done_plain(aml_t * aml, void *arg)
+{
+    ((MPIDI_AMLAPI_win_t *) arg)->done++;
+}
+
+static void op_done(aml_t * aml, void *arg)
+{
+    rma_op_t *o = arg;
+    if (o->origin) {
+        MPI_Aint n;
+        MPI_Aint size;
+        MPIR_Datatype_get_size_macro(o->dt, size);
+        /* a get into a non-contiguous origin: the data came to o->tmp */
+        (void) MPIR_Typerep_unpack(o->tmp, size * o->count, o->origin, o->count, o->dt, 0, &n);
+        MPIR_Datatype_release_if_not_builtin(o->dt);
+    }
+    MPL_free(o->tmp);
+    o->w->done++;
+    if (o->req)
+        MPID_Request_complete(o->req);
+    MPL_free(o);
+}
+
+/* ---- windows -------------------------------------------------------------------------- */
+
+/* Exposes this rank's window memory and opens every other rank's. Collective over the
+ * window's communicator. A target whose key cannot be opened (a rank of this node where
+ * single copy is not allowed) is left to MPIDIG. */
+static int win_expose(MPIR_Win * win)
+{
+    int mpi_errno = MPI_SUCCESS, rc;
+    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    MPIR_Comm *comm = win->comm_ptr;
+    int n = comm->local_size, me = comm->rank;
+    MPIR_Errflag_t errflag = MPIR_ERR_NONE;
+    aml_t *aml = MPIDI_AMLAPI_global.aml;
+    win_info_t *info = NULL;
+    MPI_Aint *counts = NULL, *displs = NULL, total = 0;
+    char *keys = NULL;
+    const void *key = NULL;
+    size_t key_len = 0;
+
+    w->targets = NULL;
+    w->xmem = NULL;
+    w->issued = w->done = 0;
+    if (!MPIR_CVAR_AMLAPI_RMA_DIRECT)
+        goto fn_exit;
+
+    if (win->size > 0 && win->base) {
+        rc = aml_xmem_expose(aml, win->base, (size_t) win->size, &w->xmem);
+        MPIDI_AMLAPI_CHK(rc, "aml_xmem_expose");
+        rc = aml_xmem_key(aml, w->xmem, &key, &key_len);
+        MPIDI_AMLAPI_CHK(rc, "aml_xmem_key");
+    }
+    info = MPL_malloc(n * sizeof(*info), MPL_MEM_RMA);
+    counts = MPL_malloc(n * sizeof(*counts), MPL_MEM_RMA);
+    displs = MPL_malloc(n * sizeof(*displs), MPL_MEM_RMA);
+    w->targets = MPL_calloc(n, sizeof(*w->targets), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!info || !counts || !displs || !w->targets, mpi_errno, MPI_ERR_NO_MEM,
+                        "**nomem");
+    info[me].base = (uint64_t) (uintptr_t) win->base;
+    info[me].size = (uint64_t) win->size;
+    info[me].disp_unit = win->disp_unit;
+    info[me].key_len = (int64_t) key_len;
+    mpi_errno = MPIR_Allgather(MPI_IN_PLACE, sizeof(*info), MPI_BYTE, info, sizeof(*info),
+                               MPI_BYTE, comm, &errflag);
+    MPIR_ERR_CHECK(mpi_errno);
+    for (int i = 0; i < n; i++) {
+        counts[i] = (MPI_Aint) info[i].key_len;
+        displs[i] = total;
+        total += counts[i];
+    }
+    keys = MPL_malloc(total > 0 ? total : 1, MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!keys, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    mpi_errno = MPIR_Allgatherv(key, (MPI_Aint) key_len, MPI_BYTE, keys, counts, displs,
+                                MPI_BYTE, comm, &errflag);
+    MPIR_ERR_CHECK(mpi_errno);
+    for (int i = 0; i < n; i++) {
+        struct MPIDI_AMLAPI_win_target *t = &w->targets[i];
+        t->base = info[i].base;
+        t->size = info[i].size;
+        t->disp_unit = info[i].disp_unit;
+        if (i == me || counts[i] == 0)
+            continue;
+        rc = aml_xkey_open(aml, MPIDI_AMLAPI_peer(comm, i), keys + displs[i],
+                           (size_t) counts[i], &t->key);
+        if (rc == AML_ERR_NOT_SUPPORTED)
+            t->key = NULL;
+        else
+            MPIDI_AMLAPI_CHK(rc, "aml_xkey_open");
+    }
+
+  fn_exit:
+    MPL_free(info);
+    MPL_free(counts);
+    MPL_free(displs);
+    MPL_free(keys);
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_mpi_win_create_hook(MPIR_Win * win)
+{
+    return win_expose(win);
+}
+
+int MPIDI_AMLAPI_mpi_win_allocate_hook(MPIR_Win * win)
+{
+    return win_expose(win);
+}
+
+int MPIDI_AMLAPI_mpi_win_allocate_shared_hook(MPIR_Win * win)
+{
+    return win_expose(win);
+}
+
+/* Dynamic windows: MPIDIG's for now (attach would have to expose each region and the
+ * origins learn its key on first use). */
+int MPIDI_AMLAPI_mpi_win_create_dynamic_hook(MPIR_Win * win)
+{
+    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    w->targets = NULL;
+    w->xmem = NULL;
+    w->issued = w->done = 0;
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_win_attach_hook(MPIR_Win * win, void *base, MPI_Aint size)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_mpi_win_detach_hook(MPIR_Win * win, const void *base)
+{
+    return MPI_SUCCESS;
+}
+
+/* MPIDIG_mpi_win_free has closed every epoch and run a barrier: no rank still accesses this
+ * rank's memory, and this rank's own operations completed with its last epoch. */
+int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    aml_t *aml = MPIDI_AMLAPI_global.aml;
+
+    mpi_errno = MPIDI_AMLAPI_rma_wait(win);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (w->targets) {
+        for (int i = 0; i < win->comm_ptr->local_size; i++)
+            if (w->targets[i].key)
+                aml_xkey_close(aml, w->targets[i].key);
+        MPL_free(w->targets);
+        w->targets = NULL;
+    }
+    if (w->xmem) {
+        int rc = aml_xmem_withdraw(aml, w->xmem);
+        w->xmem = NULL;
+        MPIDI_AMLAPI_CHK(rc, "aml_xmem_withdraw");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* ---- operations ----------------------------------------------------------------------- */
+
+/* Progresses until every direct operation of the window completed (amlapi_rma.h's hooks). */
+int MPIDI_AMLAPI_rma_wait(MPIR_Win * win)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    MPIDIU_PROGRESS_WHILE(w->issued != w->done, 0);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* The target's address for target_disp and the transfer's bytes, or MPI_ERR_RMA_RANGE. */
+static int target_addr(const struct MPIDI_AMLAPI_win_target *t, MPI_Aint target_disp,
+                       MPI_Aint true_lb, size_t bytes, uint64_t * addr)
+{
+    int mpi_errno = MPI_SUCCESS;
+    int64_t off = (int64_t) target_disp * t->disp_unit + true_lb;
+    MPIR_ERR_CHKANDJUMP2(off < 0 || (uint64_t) off > t->size || bytes > t->size - off,
+                         mpi_errno, MPI_ERR_RMA_RANGE, "**amlapi_rmarange",
+                         "**amlapi_rmarange %d %d", (int) off, (int) bytes);
+    *addr = t->base + (uint64_t) off;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static int new_req(MPIR_Request ** request, MPIR_Request ** req)
+{
+    int mpi_errno = MPI_SUCCESS;
+    *req = NULL;
+    if (!request)
+        return MPI_SUCCESS;
+    /* one reference for the user, one for the completion */
+    *req = MPIR_Request_create_from_pool(MPIR_REQUEST_KIND__RMA, 0, 2);
+    MPIR_ERR_CHKANDSTMT(*req == NULL, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail, "**nomemreq");
+    *request = *req;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static int done_at_once(MPIR_Request ** request)
+{
+    int mpi_errno = MPI_SUCCESS;
+    if (request) {
+        *request = MPIR_Request_create_complete(MPIR_REQUEST_KIND__RMA);
+        MPIR_ERR_CHKANDSTMT(*request == NULL, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail,
+                            "**nomemreq");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_rma_put(const void *origin_addr, int origin_count,
+                         MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+                         int target_count, MPI_Datatype target_datatype, MPIR_Win * win,
+                         MPIR_Request ** request)
+{
+    int mpi_errno = MPI_SUCCESS, rc;
+    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    struct MPIDI_AMLAPI_win_target *t;
+    int origin_contig, target_contig, self;
+    size_t origin_bytes, target_bytes;
+    MPI_Aint origin_true_lb, target_true_lb;
+    uint64_t raddr;
+    const void *src;
+    rma_op_t *o = NULL;
+    MPIR_Request *req;
+
+    self = target_rank == win->comm_ptr->rank;
+    if (!w->targets || (!self && !w->targets[target_rank].key))
+        goto generic;
+    MPIDI_Datatype_check_origin_target_contig_size_lb(origin_datatype, target_datatype,
+                                                      origin_count, target_count,
+                                                      origin_contig, target_contig,
+                                                      origin_bytes, target_bytes,
+                                                      origin_true_lb, target_true_lb);
+    if (!target_contig)
+        goto generic;
+    MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
+    if (origin_bytes == 0)
+        goto fn_exit_done;
+    t = &w->targets[target_rank];
+    mpi_errno = target_addr(t, target_disp, target_true_lb, origin_bytes, &raddr);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (self) {
+        mpi_errno = MPIR_Localcopy(origin_addr, origin_count, origin_datatype,
+                                   (void *) (uintptr_t) raddr, (MPI_Aint) origin_bytes,
+                                   MPI_BYTE);
+        MPIR_ERR_CHECK(mpi_errno);
+        goto fn_exit_done;
+    }
+    mpi_errno = new_req(request, &req);
+    MPIR_ERR_CHECK(mpi_errno);
+    src = MPIR_get_contig_ptr(origin_addr, origin_true_lb);
+    if (!origin_contig || req) {
+        o = MPL_calloc(1, sizeof(*o), MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!o, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+        o->w = w;
+        o->req = req;
+        if (!origin_contig) {
+            mpi_errno = MPIDI_AMLAPI_pack(origin_addr, origin_count, origin_datatype,
+                                          (MPI_Aint) origin_bytes, &o->tmp);
+            MPIR_ERR_CHECK(mpi_errno);
+            src = o->tmp;
+        }
+    }
+    w->issued++;
+    pv_puts++;
+    pv_bytes += origin_bytes;
+    rc = aml_put_direct(MPIDI_AMLAPI_global.aml, t->key, raddr, src, origin_bytes, NULL,
+                        o ? op_done : op_done_plain, o ? (void *) o : (void *) w);
+    if (rc != AML_OK) {
+        w->issued--;
+        MPIDI_AMLAPI_CHK(rc, "aml_put_direct");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_exit_done:
+    mpi_errno = done_at_once(request);
+    goto fn_exit;
+  generic:
+    if (request)
+        return MPIDIG_mpi_rput(origin_addr, origin_count, origin_datatype, target_rank,
+                               target_disp, target_count, target_datatype, win, request);
+    return MPIDIG_mpi_put(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
+                          target_count, target_datatype, win);
+  fn_fail:
+    if (o) {
+        MPL_free(o->tmp);
+        MPL_free(o);
+    }
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                         int target_rank, MPI_Aint target_disp, int target_count,
+                         MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request)
+{
+    int mpi_errno = MPI_SUCCESS, rc;
+    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    struct MPIDI_AMLAPI_win_target *t;
+    int origin_contig, target_contig, self;
+    size_t origin_bytes, target_bytes;
+    MPI_Aint origin_true_lb, target_true_lb;
+    uint64_t raddr;
+    void *dst;
+    rma_op_t *o = NULL;
+    MPIR_Request *req;
+
+    self = target_rank == win->comm_ptr->rank;
+    if (!w->targets || (!self && !w->targets[target_rank].key))
+        goto generic;
+    MPIDI_Datatype_check_origin_target_contig_size_lb(origin_datatype, target_datatype,
+                                                      origin_count, target_count,
+                                                      origin_contig, target_contig,
+                                                      origin_bytes, target_bytes,
+                                                      origin_true_lb, target_true_lb);
+    if (!target_contig)
+        goto generic;
+    MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
+    if (origin_bytes == 0)
+        goto fn_exit_done;
+    t = &w->targets[target_rank];
+    mpi_errno = target_addr(t, target_disp, target_true_lb, origin_bytes, &raddr);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (self) {
+        mpi_errno = MPIR_Localcopy((void *) (uintptr_t) raddr, (MPI_Aint) origin_bytes,
+                                   MPI_BYTE, origin_addr, origin_count, origin_datatype);
+        MPIR_ERR_CHECK(mpi_errno);
+        goto fn_exit_done;
+    }
+    mpi_errno = new_req(request, &req);
+    MPIR_ERR_CHECK(mpi_errno);
+    dst = MPIR_get_contig_ptr(origin_addr, origin_true_lb);
+    if (!origin_contig || req) {
+        o = MPL_calloc(1, sizeof(*o), MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!o, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+        o->w = w;
+        o->req = req;
+        if (!origin_contig) {
+            o->tmp = MPL_malloc(origin_bytes, MPL_MEM_RMA);
+            MPIR_ERR_CHKANDJUMP(!o->tmp, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+            o->origin = origin_addr;
+            o->count = origin_count;
+            o->dt = origin_datatype;
+            MPIR_Datatype_add_ref_if_not_builtin(origin_datatype);
+            dst = o->tmp;
+        }
+    }
+    w->issued++;
+    pv_gets++;
+    pv_bytes += origin_bytes;
+    rc = aml_get_direct(MPIDI_AMLAPI_global.aml, t->key, raddr, dst, origin_bytes, NULL,
+                        o ? op_done : op_done_plain, o ? (void *) o : (void *) w);
+    if (rc != AML_OK) {
+        w->issued--;
+        MPIDI_AMLAPI_CHK(rc, "aml_get_direct");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_exit_done:
+    mpi_errno = done_at_once(request);
+    goto fn_exit;
+  generic:
+    if (request)
+        return MPIDIG_mpi_rget(origin_addr, origin_count, origin_datatype, target_rank,
+                               target_disp, target_count, target_datatype, win, request);
+    return MPIDIG_mpi_get(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
+                          target_count, target_datatype, win);
+  fn_fail:
+    if (o) {
+        MPL_free(o->tmp);
+        MPL_free(o);
+    }
+    goto fn_exit;
+}
+
+void MPIDI_AMLAPI_win_pvars(void)
+{
+    static int registered;
+    if (registered)
+        return;
+    registered = 1;
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                              "amlapi_rma_direct_puts", &pv_puts, 1, MPI_T_ENUM_NULL,
+                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                              NULL, NULL, "AMLAPI",
+                              "MPI_Put/MPI_Rput done as direct operations (no message at the "
+                              "target: single copy on the node, UCX RMA between hosts)");
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                              "amlapi_rma_direct_gets", &pv_gets, 1, MPI_T_ENUM_NULL,
+                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                              NULL, NULL, "AMLAPI",
+                              "MPI_Get/MPI_Rget done as direct operations");
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                              "amlapi_rma_direct_bytes", &pv_bytes, 1, MPI_T_ENUM_NULL,
+                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                              NULL, NULL, "AMLAPI",
+                              "data bytes moved by direct puts and gets");
+}

@@ -1,0 +1,291 @@
+/*
+ * One-sided communication (issue 15): every rank puts into and gets from every rank (itself
+ * included) in every synchronisation mode -- fence, post/start/complete/wait, lock/unlock
+ * exclusive, lock_all with flush, lock_all with request-based rput/rget -- for each window
+ * kind (MPI_Win_create, MPI_Win_allocate, MPI_Win_allocate_shared on the node's
+ * communicator, MPI_Win_create_dynamic), with a contiguous target, a strided target
+ * (MPIDIG's path) and a strided origin into a contiguous target (packed, then direct). Every
+ * element is checked, the untouched ones too. Then: a put outside the target's window
+ * returns MPI_ERR_RMA_RANGE, and the counters say which path the operations took: with
+ * MPIR_CVAR_AMLAPI_RMA_DIRECT (default on) contiguous puts and gets to other ranks are
+ * direct (amlapi_rma_direct_puts/gets grow), with it 0 none is. Prints "rma: N errors".
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, errs;
+#define ERR(...) do { errs++; fprintf(stderr, "rank %d: ", rank); \
+        fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } while (0)
+#include "mpit.h"
+
+#define S 64                    /* elements each origin moves to each target */
+#define SLOT (2 * S)            /* a slot per origin in every window: room for the stride */
+
+enum { K_CREATE, K_ALLOCATE, K_SHARED, K_DYNAMIC, K_COUNT };
+enum { Y_FENCE, Y_PSCW, Y_LOCK, Y_FLUSH, Y_REQ, Y_COUNT };
+enum { D_CONTIG, D_TSTRIDED, D_OSTRIDED, D_COUNT };
+static const char *const kname[] = { "create", "allocate", "allocate_shared", "dynamic" };
+static const char *const yname[] = { "fence", "pscw", "lock", "lock_all+flush", "rput/rget" };
+static const char *const dname[] = { "contiguous", "strided target", "strided origin" };
+
+static int val(int origin, int target, int i)
+{
+    return 1 + origin * 1000003 + target * 10007 + i * 3;
+}
+
+typedef struct {
+    MPI_Win win;
+    MPI_Comm comm;
+    int *mem;
+    MPI_Aint *bases;            /* dynamic: each rank's attached memory */
+    int kind, n, me;
+} win_t;
+
+static void win_open(win_t * w, int kind, MPI_Comm world, MPI_Comm node)
+{
+    MPI_Aint bytes;
+    w->kind = kind;
+    w->comm = kind == K_SHARED ? node : world;
+    MPI_Comm_size(w->comm, &w->n);
+    MPI_Comm_rank(w->comm, &w->me);
+    bytes = (MPI_Aint) w->n * SLOT * sizeof(int);
+    w->bases = NULL;
+    switch (kind) {
+        case K_CREATE:
+            w->mem = calloc(1, bytes);
+            MPI_Win_create(w->mem, bytes, sizeof(int), MPI_INFO_NULL, w->comm, &w->win);
+            break;
+        case K_ALLOCATE:
+            MPI_Win_allocate(bytes, sizeof(int), MPI_INFO_NULL, w->comm, &w->mem, &w->win);
+            memset(w->mem, 0, bytes);
+            break;
+        case K_SHARED:
+            MPI_Win_allocate_shared(bytes, sizeof(int), MPI_INFO_NULL, w->comm, &w->mem,
+                                    &w->win);
+            memset(w->mem, 0, bytes);
+            break;
+        default:{
+                MPI_Aint mine;
+                w->mem = calloc(1, bytes);
+                MPI_Win_create_dynamic(MPI_INFO_NULL, w->comm, &w->win);
+                MPI_Win_attach(w->win, w->mem, bytes);
+                MPI_Get_address(w->mem, &mine);
+                w->bases = malloc(w->n * sizeof(MPI_Aint));
+                MPI_Allgather(&mine, 1, MPI_AINT, w->bases, 1, MPI_AINT, w->comm);
+            }
+    }
+    MPI_Barrier(w->comm);       /* every rank's memory is zero before anyone writes */
+}
+
+static void win_close(win_t * w)
+{
+    if (w->kind == K_DYNAMIC)
+        MPI_Win_detach(w->win, w->mem);
+    MPI_Win_free(&w->win);
+    if (w->kind == K_CREATE || w->kind == K_DYNAMIC)
+        free(w->mem);
+    free(w->bases);
+}
+
+/* target displacement of element idx of target t's window */
+static MPI_Aint disp(const win_t * w, int t, int idx)
+{
+    if (w->kind == K_DYNAMIC)
+        return MPI_Aint_add(w->bases[t], (MPI_Aint) idx * sizeof(int));
+    return idx;
+}
+
+static void epoch_open(win_t * w, int sync, MPI_Group g)
+{
+    if (sync == Y_FENCE)
+        MPI_Win_fence(0, w->win);
+    else if (sync == Y_PSCW) {
+        MPI_Win_post(g, 0, w->win);
+        MPI_Win_start(g, 0, w->win);
+    } else if (sync == Y_FLUSH || sync == Y_REQ)
+        MPI_Win_lock_all(0, w->win);
+}
+
+static void epoch_close(win_t * w, int sync)
+{
+    if (sync == Y_FENCE)
+        MPI_Win_fence(0, w->win);
+    else if (sync == Y_PSCW) {
+        MPI_Win_complete(w->win);
+        MPI_Win_wait(w->win);
+    } else if (sync == Y_FLUSH || sync == Y_REQ) {
+        MPI_Win_flush_all(w->win);
+        MPI_Win_unlock_all(w->win);
+    }
+}
+
+/* one operation to target t: put (get = 0) or get back what this rank put there */
+static void op(win_t * w, int sync, int dt, int t, int get, int *buf, MPI_Datatype vec,
+               MPI_Request * req)
+{
+    MPI_Aint d = disp(w, t, w->me * SLOT);
+    const void *obuf = buf;
+    int ocount = S, tcount = S;
+    MPI_Datatype otype = MPI_INT, ttype = MPI_INT;
+    if (dt == D_TSTRIDED) {
+        ttype = vec;
+        tcount = 1;
+    } else if (dt == D_OSTRIDED) {
+        otype = vec;
+        ocount = 1;
+    }
+    if (sync == Y_LOCK)
+        MPI_Win_lock(t == w->me ? MPI_LOCK_SHARED : MPI_LOCK_EXCLUSIVE, t, 0, w->win);
+    if (sync == Y_REQ) {
+        if (get)
+            MPI_Rget(buf, ocount, otype, t, d, tcount, ttype, w->win, req);
+        else
+            MPI_Rput(obuf, ocount, otype, t, d, tcount, ttype, w->win, req);
+    } else if (get)
+        MPI_Get(buf, ocount, otype, t, d, tcount, ttype, w->win);
+    else
+        MPI_Put(obuf, ocount, otype, t, d, tcount, ttype, w->win);
+    if (sync == Y_LOCK)
+        MPI_Win_unlock(t, w->win);
+    else if (sync == Y_FLUSH && (t & 1))
+        MPI_Win_flush(t, w->win);       /* per target for half of them, flush_all for the rest */
+}
+
+static void one_case(win_t * w, int sync, int dt, MPI_Datatype vec)
+{
+    MPI_Group g;
+    int *out = malloc(w->n * SLOT * sizeof(int)), *in = malloc(w->n * SLOT * sizeof(int));
+    MPI_Request *reqs = malloc(w->n * sizeof(MPI_Request));
+    char what[128];
+    snprintf(what, sizeof(what), "%s window, %s, %s", kname[w->kind], yname[sync], dname[dt]);
+    MPI_Comm_group(w->comm, &g);
+
+    /* puts: origin o's data lands in slot o of every target */
+    for (int t = 0; t < w->n; t++) {
+        int *b = out + t * SLOT;
+        for (int i = 0; i < SLOT; i++)
+            b[i] = -1;
+        for (int i = 0; i < S; i++)
+            b[dt == D_OSTRIDED ? 2 * i : i] = val(w->me, t, i);
+    }
+    epoch_open(w, sync, g);
+    for (int t = 0; t < w->n; t++)
+        op(w, sync, dt, t, 0, out + t * SLOT, vec, &reqs[t]);
+    if (sync == Y_REQ)
+        for (int t = 0; t < w->n; t++)
+            MPI_Wait(&reqs[t], MPI_STATUS_IGNORE);
+    epoch_close(w, sync);
+    MPI_Barrier(w->comm);
+    for (int o = 0; o < w->n; o++)
+        for (int i = 0; i < SLOT; i++) {
+            int want = 0, got = w->mem[o * SLOT + i];
+            if (dt == D_TSTRIDED ? (i % 2 == 0) : i < S)
+                want = val(o, w->me, dt == D_TSTRIDED ? i / 2 : i);
+            if (got != want) {
+                ERR("%s: put from %d, element %d is %d, want %d", what, o, i, got, want);
+                o = w->n;
+                break;
+            }
+        }
+    MPI_Barrier(w->comm);
+
+    /* gets: each rank reads its slot back from every target */
+    for (int i = 0; i < w->n * SLOT; i++)
+        in[i] = -7;
+    epoch_open(w, sync, g);
+    for (int t = 0; t < w->n; t++)
+        op(w, sync, dt, t, 1, in + t * SLOT, vec, &reqs[t]);
+    if (sync == Y_REQ)
+        for (int t = 0; t < w->n; t++)
+            MPI_Wait(&reqs[t], MPI_STATUS_IGNORE);
+    epoch_close(w, sync);
+    for (int t = 0; t < w->n; t++)
+        for (int i = 0; i < SLOT; i++) {
+            int got = in[t * SLOT + i], want = -7;
+            if (dt == D_OSTRIDED ? (i % 2 == 0) : i < S)
+                want = val(w->me, t, dt == D_OSTRIDED ? i / 2 : i);
+            if (got != want) {
+                ERR("%s: get from %d, element %d is %d, want %d", what, t, i, got, want);
+                t = w->n;
+                break;
+            }
+        }
+    MPI_Barrier(w->comm);
+    MPI_Group_free(&g);
+    free(out);
+    free(in);
+    free(reqs);
+}
+
+int main(int argc, char **argv)
+{
+    int size, total, direct, any_direct, all_direct;
+    unsigned long long vpeers, single_copy;
+    MPI_Comm node;
+    MPI_Datatype vec;
+    unsigned long long puts0, gets0, puts, gets;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpit_init();
+    direct = cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT");
+    puts0 = pvar_read("amlapi_rma_direct_puts");
+    gets0 = pvar_read("amlapi_rma_direct_gets");
+    /* direct access reaches peers through UCX always, vnode peers only with single copy */
+    vpeers = pvar_read("amlapi_vnode_peers");
+    single_copy = pvar_read("amlapi_vnode_single_copy");
+    any_direct = direct == 1 && size > 1 && (single_copy || vpeers < (unsigned) size - 1);
+    all_direct = direct == 1 && size > 1 && (single_copy || vpeers == 0);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Type_vector(S, 1, 2, MPI_INT, &vec);
+    MPI_Type_commit(&vec);
+
+    for (int k = 0; k < K_COUNT; k++)
+        for (int y = 0; y < Y_COUNT; y++)
+            for (int d = 0; d < D_COUNT; d++) {
+                win_t w;
+                win_open(&w, k, MPI_COMM_WORLD, node);
+                one_case(&w, y, d, vec);
+                win_close(&w);
+            }
+
+    /* a put past the end of the right neighbour's window: MPI_ERR_RMA_RANGE at the origin
+     * on the direct path (MPIDIG checks nothing at the origin, so only there) */
+    if (all_direct) {
+        win_t w;
+        int buf[4] = { 0 }, rc, cls;
+        win_open(&w, K_CREATE, MPI_COMM_WORLD, node);
+        MPI_Win_set_errhandler(w.win, MPI_ERRORS_RETURN);
+        MPI_Win_lock_all(0, w.win);
+        rc = MPI_Put(buf, 4, MPI_INT, (rank + 1) % size, size * SLOT - 2, 4, MPI_INT, w.win);
+        MPI_Error_class(rc, &cls);
+        if (cls != MPI_ERR_RMA_RANGE)
+            ERR("a put past the window's end returned class %d, want MPI_ERR_RMA_RANGE (%d)",
+                cls, MPI_ERR_RMA_RANGE);
+        MPI_Win_unlock_all(w.win);
+        win_close(&w);
+    }
+
+    puts = pvar_read("amlapi_rma_direct_puts") - puts0;
+    gets = pvar_read("amlapi_rma_direct_gets") - gets0;
+    if (any_direct && (puts == 0 || gets == 0))
+        ERR("direct access reaches a peer, yet %llu puts and %llu gets were direct", puts, gets);
+    if (!any_direct && (puts || gets))
+        ERR("no peer is reachable directly, yet %llu puts and %llu gets were direct", puts,
+            gets);
+
+    MPI_Type_free(&vec);
+    MPI_Comm_free(&node);
+    mpit_finalize();
+    MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("rma: %d errors\n", total);
+        if (total == 0)
+            printf(" No Errors\n");
+    }
+    MPI_Finalize();
+    return total != 0;
+}

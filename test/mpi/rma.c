@@ -5,7 +5,8 @@
  * kind (MPI_Win_create, MPI_Win_allocate, MPI_Win_allocate_shared on the node's
  * communicator, MPI_Win_create_dynamic), with a contiguous target, a strided target
  * (MPIDIG's path) and a strided origin into a contiguous target (packed, then direct). Every
- * element is checked, the untouched ones too. Then: a put outside the target's window
+ * element is checked, the untouched ones too. Then 256 KiB puts and gets to every rank (above
+ * every eager limit: direct where the target is reachable), a put outside the target's window
  * returns MPI_ERR_RMA_RANGE, and the counters say which path the operations took: with
  * MPIR_CVAR_AMLAPI_RMA_DIRECT (default on) contiguous puts and gets to other ranks are
  * direct (amlapi_rma_direct_puts/gets grow), with it 0 none is. Prints "rma: N errors".
@@ -252,21 +253,66 @@ int main(int argc, char **argv)
                 win_close(&w);
             }
 
-    /* a put past the end of the right neighbour's window: MPI_ERR_RMA_RANGE at the origin
-     * on the direct path (MPIDIG checks nothing at the origin, so only there) */
+    /* large transfers (above every eager limit: direct where the target is reachable) to
+     * every other rank under lock_all, read back and checked */
+    {
+        const int big = 64 * 1024;      /* ints: 256 KiB */
+        win_t w;
+        int *src = malloc(big * sizeof(int)), *back = malloc(big * sizeof(int));
+        MPI_Aint bytes = (MPI_Aint) size * big * sizeof(int);
+        w.kind = K_CREATE;
+        w.comm = MPI_COMM_WORLD;
+        w.n = size;
+        w.me = rank;
+        w.bases = NULL;
+        w.mem = calloc(1, bytes);
+        MPI_Win_create(w.mem, bytes, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &w.win);
+        MPI_Win_lock_all(0, w.win);
+        for (int t = 0; t < size; t++) {
+            for (int i = 0; i < big; i++)
+                src[i] = val(rank, t, i);
+            MPI_Put(src, big, MPI_INT, t, (MPI_Aint) rank * big, big, MPI_INT, w.win);
+            MPI_Win_flush(t, w.win);
+            MPI_Get(back, big, MPI_INT, t, (MPI_Aint) rank * big, big, MPI_INT, w.win);
+            MPI_Win_flush(t, w.win);
+            for (int i = 0; i < big; i++)
+                if (back[i] != val(rank, t, i)) {
+                    ERR("256 KiB put/get with %d: element %d is %d, want %d", t, i, back[i],
+                        val(rank, t, i));
+                    break;
+                }
+        }
+        MPI_Win_unlock_all(w.win);
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int o = 0; o < size; o++)
+            for (int i = 0; i < big; i++)
+                if (w.mem[o * big + i] != val(o, rank, i)) {
+                    ERR("256 KiB put from %d: element %d is %d, want %d", o, i,
+                        w.mem[o * big + i], val(o, rank, i));
+                    o = size;
+                    break;
+                }
+        win_close(&w);
+        free(src);
+        free(back);
+    }
+
+    /* a 128 KiB put into a 1.5 KiB window (so: direct, above every eager limit): refused at
+     * the origin with MPI_ERR_RMA_RANGE, nothing written */
     if (all_direct) {
         win_t w;
-        int buf[4] = { 0 }, rc, cls;
+        int rc, cls, n = 32 * 1024, *buf = calloc(n, sizeof(int));
         win_open(&w, K_CREATE, MPI_COMM_WORLD, node);
         MPI_Win_set_errhandler(w.win, MPI_ERRORS_RETURN);
         MPI_Win_lock_all(0, w.win);
-        rc = MPI_Put(buf, 4, MPI_INT, (rank + 1) % size, size * SLOT - 2, 4, MPI_INT, w.win);
+        rc = MPI_Put(buf, n, MPI_INT, (rank + 1) % size, 0, n, MPI_INT, w.win);
         MPI_Error_class(rc, &cls);
         if (cls != MPI_ERR_RMA_RANGE)
             ERR("a put past the window's end returned class %d, want MPI_ERR_RMA_RANGE (%d)",
                 cls, MPI_ERR_RMA_RANGE);
         MPI_Win_unlock_all(w.win);
         win_close(&w);
+        free(buf);
     }
 
     puts = pvar_read("amlapi_rma_direct_puts") - puts0;

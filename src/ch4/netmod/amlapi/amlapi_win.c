@@ -8,8 +8,11 @@
  * aml cannot reach directly) and all synchronisation stay MPICH's MPIDIG, which calls the
  * completion hooks (amlapi_rma.h) before it ends an epoch, a flush or an unlock.
  *
- * A put completes when its data is at the target (aml_put_direct), so flush_local waits as
- * long as flush: simpler, and a single copy is complete at return anyway.
+ * Only transfers above the target's eager limit go direct (aml_xkey_threshold): below it an
+ * active message through the FIFOs or UCX is cheaper (measured on the node: an 8-byte put
+ * under a lock 5.4 us direct, 1.8 us through MPIDIG). A put completes when its data is at
+ * the target (aml_put_direct), so flush_local waits as long as flush: simpler, and a single
+ * copy is complete at return anyway.
  */
 
 #include "mpidimpl.h"
@@ -290,7 +293,11 @@ int MPIDI_AMLAPI_rma_put(const void *origin_addr, int origin_count,
                                                       origin_contig, target_contig,
                                                       origin_bytes, target_bytes,
                                                       origin_true_lb, target_true_lb);
-    if (!target_contig)
+    /* small transfers to another rank: an MPIDIG active message costs less than a direct
+     * operation (aml_xkey_threshold) */
+    if (!target_contig || (!self && origin_bytes <=
+                           aml_xkey_threshold(MPIDI_AMLAPI_global.aml,
+                                              w->targets[target_rank].key)))
         goto generic;
     MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
     if (origin_bytes == 0)
@@ -371,7 +378,11 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
                                                       origin_contig, target_contig,
                                                       origin_bytes, target_bytes,
                                                       origin_true_lb, target_true_lb);
-    if (!target_contig)
+    /* small transfers to another rank: an MPIDIG active message costs less than a direct
+     * operation (aml_xkey_threshold) */
+    if (!target_contig || (!self && origin_bytes <=
+                           aml_xkey_threshold(MPIDI_AMLAPI_global.aml,
+                                              w->targets[target_rank].key)))
         goto generic;
     MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
     if (origin_bytes == 0)

@@ -171,6 +171,11 @@ int aml_xkey_open(aml_t * aml, int peer, const void *key, size_t key_len, aml_xk
     return AML_OK;
 }
 
+size_t aml_xkey_threshold(aml_t * aml, const aml_xkey_t * k)
+{
+    return aml && k ? aml->peers[k->peer].eager_limit : 0;
+}
+
 void aml_xkey_close(aml_t * aml, aml_xkey_t * k)
 {
     if (!aml || !k)

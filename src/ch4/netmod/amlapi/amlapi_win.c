@@ -269,89 +269,156 @@ static int done_at_once(MPIR_Request ** request)
     goto fn_exit;
 }
 
+/* How an operation goes: *generic when MPIDIG does it (no direct access to the target, a
+ * non-contiguous target, or few bytes to another rank: an active message costs less there,
+ * aml_xkey_threshold); else the bytes and, once the epoch is checked, the target address. */
+typedef struct {
+    int self, origin_contig;
+    size_t bytes;
+    MPI_Aint origin_true_lb;
+    uint64_t raddr;
+    struct MPIDI_AMLAPI_win_target *t;
+} plan_t;
+
+static int plan(MPIR_Win * win, int origin_count, MPI_Datatype origin_datatype,
+                int target_rank, MPI_Aint target_disp, int target_count,
+                MPI_Datatype target_datatype, plan_t * p, int *generic)
+{
+    int mpi_errno = MPI_SUCCESS, target_contig;
+    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    size_t target_bytes;
+    MPI_Aint target_true_lb;
+
+    *generic = 1;
+    p->self = target_rank == win->comm_ptr->rank;
+    if (!w->targets || (!p->self && !w->targets[target_rank].key))
+        goto fn_exit;
+    MPIDI_Datatype_check_origin_target_contig_size_lb(origin_datatype, target_datatype,
+                                                      origin_count, target_count,
+                                                      p->origin_contig, target_contig,
+                                                      p->bytes, target_bytes,
+                                                      p->origin_true_lb, target_true_lb);
+    if (!target_contig || (!p->self && p->bytes <=
+                           aml_xkey_threshold(MPIDI_AMLAPI_global.aml,
+                                              w->targets[target_rank].key)))
+        goto fn_exit;
+    *generic = 0;
+    MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
+    p->t = &w->targets[target_rank];
+    if (p->bytes > 0)
+        mpi_errno = target_addr(p->t, target_disp, target_true_lb, p->bytes, &p->raddr);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* The record of an operation that needs more than the window's counter at completion (a
+ * request, a packed or staged origin), or NULL; and the request, if one was asked for. */
+static int new_op(MPIDI_AMLAPI_win_t * w, MPIR_Request ** request, int origin_contig,
+                  rma_op_t ** op)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIR_Request *req;
+    *op = NULL;
+    mpi_errno = new_req(request, &req);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (origin_contig && !req)
+        goto fn_exit;
+    *op = MPL_calloc(1, sizeof(**op), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!*op, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    (*op)->w = w;
+    (*op)->req = req;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static void op_free(rma_op_t * o)
+{
+    if (!o)
+        return;
+    if (o->origin)
+        MPIR_Datatype_release_if_not_builtin(o->dt);
+    MPL_free(o->tmp);
+    MPL_free(o);
+}
+
+/* Starts the direct put (write) or get of p->bytes between local and the target. */
+static int issue(MPIDI_AMLAPI_win_t * w, const plan_t * p, void *local, int write,
+                 rma_op_t * o)
+{
+    int mpi_errno = MPI_SUCCESS, rc;
+    aml_compl_fn_t fn = o ? op_done : op_done_plain;
+    void *arg = o ? (void *) o : (void *) w;
+    w->issued++;
+    if (write)
+        pv_puts++;
+    else
+        pv_gets++;
+    pv_bytes += p->bytes;
+    rc = write ? aml_put_direct(MPIDI_AMLAPI_global.aml, p->t->key, p->raddr, local, p->bytes,
+                                NULL, fn, arg)
+        : aml_get_direct(MPIDI_AMLAPI_global.aml, p->t->key, p->raddr, local, p->bytes, NULL,
+                         fn, arg);
+    if (rc != AML_OK) {
+        w->issued--;
+        MPIDI_AMLAPI_CHK(rc, write ? "aml_put_direct" : "aml_get_direct");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
 int MPIDI_AMLAPI_rma_put(const void *origin_addr, int origin_count,
                          MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
                          int target_count, MPI_Datatype target_datatype, MPIR_Win * win,
                          MPIR_Request ** request)
 {
-    int mpi_errno = MPI_SUCCESS, rc;
+    int mpi_errno = MPI_SUCCESS, generic;
     MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
-    struct MPIDI_AMLAPI_win_target *t;
-    int origin_contig, target_contig, self;
-    size_t origin_bytes, target_bytes;
-    MPI_Aint origin_true_lb, target_true_lb;
-    uint64_t raddr;
     const void *src;
     rma_op_t *o = NULL;
-    MPIR_Request *req;
+    plan_t p;
 
-    self = target_rank == win->comm_ptr->rank;
-    if (!w->targets || (!self && !w->targets[target_rank].key))
-        goto generic;
-    MPIDI_Datatype_check_origin_target_contig_size_lb(origin_datatype, target_datatype,
-                                                      origin_count, target_count,
-                                                      origin_contig, target_contig,
-                                                      origin_bytes, target_bytes,
-                                                      origin_true_lb, target_true_lb);
-    /* small transfers to another rank: an MPIDIG active message costs less than a direct
-     * operation (aml_xkey_threshold) */
-    if (!target_contig || (!self && origin_bytes <=
-                           aml_xkey_threshold(MPIDI_AMLAPI_global.aml,
-                                              w->targets[target_rank].key)))
-        goto generic;
-    MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
-    if (origin_bytes == 0)
-        goto fn_exit_done;
-    t = &w->targets[target_rank];
-    mpi_errno = target_addr(t, target_disp, target_true_lb, origin_bytes, &raddr);
+    mpi_errno = plan(win, origin_count, origin_datatype, target_rank, target_disp,
+                     target_count, target_datatype, &p, &generic);
     MPIR_ERR_CHECK(mpi_errno);
-    if (self) {
+    if (generic) {
+        if (request)
+            return MPIDIG_mpi_rput(origin_addr, origin_count, origin_datatype, target_rank,
+                                   target_disp, target_count, target_datatype, win, request);
+        return MPIDIG_mpi_put(origin_addr, origin_count, origin_datatype, target_rank,
+                              target_disp, target_count, target_datatype, win);
+    }
+    if (p.bytes == 0)
+        goto fn_exit_done;
+    if (p.self) {
         mpi_errno = MPIR_Localcopy(origin_addr, origin_count, origin_datatype,
-                                   (void *) (uintptr_t) raddr, (MPI_Aint) origin_bytes,
-                                   MPI_BYTE);
+                                   (void *) (uintptr_t) p.raddr, (MPI_Aint) p.bytes, MPI_BYTE);
         MPIR_ERR_CHECK(mpi_errno);
         goto fn_exit_done;
     }
-    mpi_errno = new_req(request, &req);
+    mpi_errno = new_op(w, request, p.origin_contig, &o);
     MPIR_ERR_CHECK(mpi_errno);
-    src = MPIR_get_contig_ptr(origin_addr, origin_true_lb);
-    if (!origin_contig || req) {
-        o = MPL_calloc(1, sizeof(*o), MPL_MEM_RMA);
-        MPIR_ERR_CHKANDJUMP(!o, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
-        o->w = w;
-        o->req = req;
-        if (!origin_contig) {
-            mpi_errno = MPIDI_AMLAPI_pack(origin_addr, origin_count, origin_datatype,
-                                          (MPI_Aint) origin_bytes, &o->tmp);
-            MPIR_ERR_CHECK(mpi_errno);
-            src = o->tmp;
-        }
+    src = MPIR_get_contig_ptr(origin_addr, p.origin_true_lb);
+    if (!p.origin_contig) {
+        mpi_errno = MPIDI_AMLAPI_pack(origin_addr, origin_count, origin_datatype,
+                                      (MPI_Aint) p.bytes, &o->tmp);
+        MPIR_ERR_CHECK(mpi_errno);
+        src = o->tmp;
     }
-    w->issued++;
-    pv_puts++;
-    pv_bytes += origin_bytes;
-    rc = aml_put_direct(MPIDI_AMLAPI_global.aml, t->key, raddr, src, origin_bytes, NULL,
-                        o ? op_done : op_done_plain, o ? (void *) o : (void *) w);
-    if (rc != AML_OK) {
-        w->issued--;
-        MPIDI_AMLAPI_CHK(rc, "aml_put_direct");
-    }
+    mpi_errno = issue(w, &p, (void *) src, 1, o);
+    MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     return mpi_errno;
   fn_exit_done:
     mpi_errno = done_at_once(request);
     goto fn_exit;
-  generic:
-    if (request)
-        return MPIDIG_mpi_rput(origin_addr, origin_count, origin_datatype, target_rank,
-                               target_disp, target_count, target_datatype, win, request);
-    return MPIDIG_mpi_put(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                          target_count, target_datatype, win);
   fn_fail:
-    if (o) {
-        MPL_free(o->tmp);
-        MPL_free(o);
-    }
+    op_free(o);
     goto fn_exit;
 }
 
@@ -359,86 +426,52 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
                          int target_rank, MPI_Aint target_disp, int target_count,
                          MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request)
 {
-    int mpi_errno = MPI_SUCCESS, rc;
+    int mpi_errno = MPI_SUCCESS, generic;
     MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
-    struct MPIDI_AMLAPI_win_target *t;
-    int origin_contig, target_contig, self;
-    size_t origin_bytes, target_bytes;
-    MPI_Aint origin_true_lb, target_true_lb;
-    uint64_t raddr;
     void *dst;
     rma_op_t *o = NULL;
-    MPIR_Request *req;
+    plan_t p;
 
-    self = target_rank == win->comm_ptr->rank;
-    if (!w->targets || (!self && !w->targets[target_rank].key))
-        goto generic;
-    MPIDI_Datatype_check_origin_target_contig_size_lb(origin_datatype, target_datatype,
-                                                      origin_count, target_count,
-                                                      origin_contig, target_contig,
-                                                      origin_bytes, target_bytes,
-                                                      origin_true_lb, target_true_lb);
-    /* small transfers to another rank: an MPIDIG active message costs less than a direct
-     * operation (aml_xkey_threshold) */
-    if (!target_contig || (!self && origin_bytes <=
-                           aml_xkey_threshold(MPIDI_AMLAPI_global.aml,
-                                              w->targets[target_rank].key)))
-        goto generic;
-    MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
-    if (origin_bytes == 0)
-        goto fn_exit_done;
-    t = &w->targets[target_rank];
-    mpi_errno = target_addr(t, target_disp, target_true_lb, origin_bytes, &raddr);
+    mpi_errno = plan(win, origin_count, origin_datatype, target_rank, target_disp,
+                     target_count, target_datatype, &p, &generic);
     MPIR_ERR_CHECK(mpi_errno);
-    if (self) {
-        mpi_errno = MPIR_Localcopy((void *) (uintptr_t) raddr, (MPI_Aint) origin_bytes,
-                                   MPI_BYTE, origin_addr, origin_count, origin_datatype);
+    if (generic) {
+        if (request)
+            return MPIDIG_mpi_rget(origin_addr, origin_count, origin_datatype, target_rank,
+                                   target_disp, target_count, target_datatype, win, request);
+        return MPIDIG_mpi_get(origin_addr, origin_count, origin_datatype, target_rank,
+                              target_disp, target_count, target_datatype, win);
+    }
+    if (p.bytes == 0)
+        goto fn_exit_done;
+    if (p.self) {
+        mpi_errno = MPIR_Localcopy((void *) (uintptr_t) p.raddr, (MPI_Aint) p.bytes, MPI_BYTE,
+                                   origin_addr, origin_count, origin_datatype);
         MPIR_ERR_CHECK(mpi_errno);
         goto fn_exit_done;
     }
-    mpi_errno = new_req(request, &req);
+    mpi_errno = new_op(w, request, p.origin_contig, &o);
     MPIR_ERR_CHECK(mpi_errno);
-    dst = MPIR_get_contig_ptr(origin_addr, origin_true_lb);
-    if (!origin_contig || req) {
-        o = MPL_calloc(1, sizeof(*o), MPL_MEM_RMA);
-        MPIR_ERR_CHKANDJUMP(!o, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
-        o->w = w;
-        o->req = req;
-        if (!origin_contig) {
-            o->tmp = MPL_malloc(origin_bytes, MPL_MEM_RMA);
-            MPIR_ERR_CHKANDJUMP(!o->tmp, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
-            o->origin = origin_addr;
-            o->count = origin_count;
-            o->dt = origin_datatype;
-            MPIR_Datatype_add_ref_if_not_builtin(origin_datatype);
-            dst = o->tmp;
-        }
+    dst = MPIR_get_contig_ptr(origin_addr, p.origin_true_lb);
+    if (!p.origin_contig) {
+        /* the data comes to a staging buffer, unpacked into the origin at completion */
+        o->tmp = MPL_malloc(p.bytes, MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!o->tmp, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+        o->origin = origin_addr;
+        o->count = origin_count;
+        o->dt = origin_datatype;
+        MPIR_Datatype_add_ref_if_not_builtin(origin_datatype);
+        dst = o->tmp;
     }
-    w->issued++;
-    pv_gets++;
-    pv_bytes += origin_bytes;
-    rc = aml_get_direct(MPIDI_AMLAPI_global.aml, t->key, raddr, dst, origin_bytes, NULL,
-                        o ? op_done : op_done_plain, o ? (void *) o : (void *) w);
-    if (rc != AML_OK) {
-        w->issued--;
-        MPIDI_AMLAPI_CHK(rc, "aml_get_direct");
-    }
+    mpi_errno = issue(w, &p, dst, 0, o);
+    MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     return mpi_errno;
   fn_exit_done:
     mpi_errno = done_at_once(request);
     goto fn_exit;
-  generic:
-    if (request)
-        return MPIDIG_mpi_rget(origin_addr, origin_count, origin_datatype, target_rank,
-                               target_disp, target_count, target_datatype, win, request);
-    return MPIDIG_mpi_get(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                          target_count, target_datatype, win);
   fn_fail:
-    if (o) {
-        MPL_free(o->tmp);
-        MPL_free(o);
-    }
+    op_free(o);
     goto fn_exit;
 }
 

@@ -14,6 +14,7 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_proc.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_request.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_rma.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_win.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_p2p.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_p2p_impl.h \
                   src/mpid/ch4/netmod/amlapi/netmod_inline.h \
@@ -38,6 +39,7 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_fault.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_win.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_rma_shm.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_adaptive.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_context.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_direct.c \

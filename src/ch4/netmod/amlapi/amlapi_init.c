@@ -129,7 +129,23 @@ cvars:
         Windows from MPI_Win_create, MPI_Win_allocate and MPI_Win_allocate_shared expose
         their memory for it at creation. 0: every RMA operation is an active message of
         MPICH's generic RMA (MPIDIG). Non-contiguous targets, accumulates and dynamic
-        windows are MPIDIG's either way.
+        windows are MPIDIG's either way. Windows of MPIR_CVAR_AMLAPI_RMA_SHM do not use it.
+
+    - name        : MPIR_CVAR_AMLAPI_RMA_SHM
+      category    : CH4_AMLAPI
+      type        : boolean
+      default     : true
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        A window from MPI_Win_allocate or MPI_Win_allocate_shared whose ranks all share one
+        node (MPICH then puts its memory in one shared segment) does all of its RMA in shared
+        memory: put, get and the accumulate family are copies and loads/stores at the
+        target's memory, under a per-target mutex for accumulates, and MPI_Win_lock/unlock,
+        lock_all/unlock_all are atomic words in shared memory. No message and nothing from
+        the target: a target busy computing does not delay them. Fence and PSCW stay
+        MPIDIG's. 0: such windows use direct operations and MPIDIG like any other.
 
     - name        : MPIR_CVAR_AMLAPI_LANES
       category    : CH4_AMLAPI

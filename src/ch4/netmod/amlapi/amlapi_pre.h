@@ -41,15 +41,13 @@ typedef struct {
     int dummy;
 } MPIDI_AMLAPI_dt_t;
 
-struct MPIDI_AMLAPI_win_target;
-struct aml_xmem;
+struct MPIDI_AMLAPI_win;
 
-/* per window: direct RMA (amlapi_win.c). targets is NULL when the window has none (dynamic
- * windows, MPIR_CVAR_AMLAPI_RMA_DIRECT=0): then every operation is MPIDIG's. */
+/* per window: amlapi_win.h's state (direct operations, on-node shared-memory RMA), or NULL
+ * when every operation is MPIDIG's. A pointer, so that the state can change without every
+ * file of MPICH recompiling. */
 typedef struct {
-    struct MPIDI_AMLAPI_win_target *targets;    /* per rank of the window's communicator */
-    struct aml_xmem *xmem;      /* this rank's memory, exposed */
-    uint64_t issued, done;      /* direct operations started and completed */
+    struct MPIDI_AMLAPI_win *w;
 } MPIDI_AMLAPI_win_t;
 
 /* per AV entry: the aml peer index of a process of another job (AV tables above 0; those

@@ -1,9 +1,12 @@
 /*
- * amlapi netmod: RMA entry points. Contiguous put/get/rput/rget to a window's target that
- * aml can reach directly go as direct operations (amlapi_win.c: a single copy on the node,
- * UCX RMA between hosts, no message at the target); everything else, and every
- * synchronisation, is MPICH's generic MPIDIG layer, which calls the completion hooks below
- * before it closes an epoch, so direct operations are complete when it does.
+ * amlapi netmod: RMA entry points. A window whose ranks all share one node's memory
+ * (MPI_Win_allocate, MPI_Win_allocate_shared) is amlapi_rma_shm.c's: every operation is a
+ * load/store or copy in shared memory and passive-target locks are words in shared memory.
+ * In other windows, contiguous put/get/rput/rget to a target that aml can reach directly go
+ * as direct operations (amlapi_win.c: a single copy on the node, UCX RMA between hosts, no
+ * message at the target); everything else is MPICH's generic MPIDIG layer, which calls the
+ * completion hooks below before it closes an epoch, so direct operations are complete when
+ * it does. Fence, PSCW, win_sync and shared_query are MPIDIG's in every window.
  */
 #ifndef AMLAPI_RMA_H_INCLUDED
 #define AMLAPI_RMA_H_INCLUDED
@@ -16,17 +19,30 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
                          int target_rank, MPI_Aint target_disp, int target_count,
                          MPI_Datatype target_datatype, MPIR_Win * win,
                          MPIR_Request ** request);
-int MPIDI_AMLAPI_rma_wait(MPIR_Win * win);
+int MPIDI_AMLAPI_rma_cmpl(MPIR_Win * win);
+int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                         int target_rank, MPI_Aint target_disp, int target_count,
+                         MPI_Datatype target_datatype, MPI_Op op, MPIR_Win * win,
+                         MPIR_Request ** request);
+int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
+                             MPI_Datatype origin_datatype, void *result_addr, int result_count,
+                             MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                             int target_count, MPI_Datatype target_datatype, MPI_Op op,
+                             MPIR_Win * win, MPIR_Request ** request);
+int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
+                         int target_rank, MPI_Aint target_disp, MPI_Op op, MPIR_Win * win);
+int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void *result_addr,
+                         MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
+                         MPIR_Win * win);
+int MPIDI_AMLAPI_win_lock(int lock_type, int rank, int assert, MPIR_Win * win);
+int MPIDI_AMLAPI_win_unlock(int rank, MPIR_Win * win);
+int MPIDI_AMLAPI_win_lock_all(int assert, MPIR_Win * win);
+int MPIDI_AMLAPI_win_unlock_all(MPIR_Win * win);
+int MPIDI_AMLAPI_win_flush(int rank, MPIR_Win * win, int local);
+int MPIDI_AMLAPI_win_flush_all(MPIR_Win * win, int local);
 
 /* Every hook waits for all of the window's direct operations: a put completes only once its
  * data is at the target, so local and remote completion are one. */
-MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_rma_cmpl(MPIR_Win * win)
-{
-    if (likely(win->dev.netmod.amlapi.issued == win->dev.netmod.amlapi.done))
-        return MPI_SUCCESS;
-    return MPIDI_AMLAPI_rma_wait(win);
-}
-
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_rma_win_cmpl_hook(MPIR_Win * win)
 {
     return MPIDI_AMLAPI_rma_cmpl(win);
@@ -89,7 +105,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_rget(void *origin_addr, int origin_cou
                                 target_disp, target_count, target_datatype, win, request);
 }
 
-/* ---- MPIDIG's: synchronisation, accumulates, shared query ---- */
+/* ---- synchronisation and accumulates: amlapi_rma_shm.c, which hands the other windows to
+ * MPIDIG; fence, PSCW, win_sync and shared_query: MPIDIG ---- */
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_start(MPIR_Group * group, int assert, MPIR_Win * win)
 {
@@ -119,13 +136,13 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_test(MPIR_Win * win, int *flag)
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_lock(int lock_type, int rank, int assert,
                                                    MPIR_Win * win, MPIDI_av_entry_t * addr)
 {
-    return MPIDIG_mpi_win_lock(lock_type, rank, assert, win);
+    return MPIDI_AMLAPI_win_lock(lock_type, rank, assert, win);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_unlock(int rank, MPIR_Win * win,
                                                      MPIDI_av_entry_t * addr)
 {
-    return MPIDIG_mpi_win_unlock(rank, win);
+    return MPIDI_AMLAPI_win_unlock(rank, win);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_fence(int assert, MPIR_Win * win)
@@ -143,23 +160,23 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_shared_query(MPIR_Win * win, int r
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_flush(int rank, MPIR_Win * win,
                                                     MPIDI_av_entry_t * addr)
 {
-    return MPIDIG_mpi_win_flush(rank, win);
+    return MPIDI_AMLAPI_win_flush(rank, win, 0);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_flush_local_all(MPIR_Win * win)
 {
-    return MPIDIG_mpi_win_flush_local_all(win);
+    return MPIDI_AMLAPI_win_flush_all(win, 1);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_unlock_all(MPIR_Win * win)
 {
-    return MPIDIG_mpi_win_unlock_all(win);
+    return MPIDI_AMLAPI_win_unlock_all(win);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_flush_local(int rank, MPIR_Win * win,
                                                           MPIDI_av_entry_t * addr)
 {
-    return MPIDIG_mpi_win_flush_local(rank, win);
+    return MPIDI_AMLAPI_win_flush(rank, win, 1);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_sync(MPIR_Win * win)
@@ -169,12 +186,12 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_sync(MPIR_Win * win)
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_flush_all(MPIR_Win * win)
 {
-    return MPIDIG_mpi_win_flush_all(win);
+    return MPIDI_AMLAPI_win_flush_all(win, 0);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_lock_all(int assert, MPIR_Win * win)
 {
-    return MPIDIG_mpi_win_lock_all(assert, win);
+    return MPIDI_AMLAPI_win_lock_all(assert, win);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_compare_and_swap(const void *origin_addr,
@@ -185,8 +202,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_compare_and_swap(const void *origin_ad
                                                            MPIR_Win * win, MPIDI_av_entry_t * addr,
                                                            MPIDI_winattr_t winattr)
 {
-    return MPIDIG_mpi_compare_and_swap(origin_addr, compare_addr, result_addr, datatype,
-                                       target_rank, target_disp, win);
+    return MPIDI_AMLAPI_rma_cas(origin_addr, compare_addr, result_addr, datatype,
+                                target_rank, target_disp, win);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_accumulate(const void *origin_addr, int origin_count,
@@ -196,8 +213,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_accumulate(const void *origin_addr, in
                                                      MPIR_Win * win, MPIDI_av_entry_t * addr,
                                                      MPIDI_winattr_t winattr)
 {
-    return MPIDIG_mpi_accumulate(origin_addr, origin_count, origin_datatype, target_rank,
-                                 target_disp, target_count, target_datatype, op, win);
+    return MPIDI_AMLAPI_rma_acc(origin_addr, origin_count, origin_datatype, target_rank,
+                                target_disp, target_count, target_datatype, op, win, NULL);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_raccumulate(const void *origin_addr, int origin_count,
@@ -209,8 +226,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_raccumulate(const void *origin_addr, i
                                                       MPIDI_winattr_t winattr,
                                                       MPIR_Request ** request)
 {
-    return MPIDIG_mpi_raccumulate(origin_addr, origin_count, origin_datatype, target_rank,
-                                  target_disp, target_count, target_datatype, op, win, request);
+    return MPIDI_AMLAPI_rma_acc(origin_addr, origin_count, origin_datatype, target_rank,
+                                target_disp, target_count, target_datatype, op, win, request);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_get_accumulate(const void *origin_addr,
@@ -224,9 +241,9 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_get_accumulate(const void *origin_addr
                                                          MPIR_Win * win, MPIDI_av_entry_t * addr,
                                                          MPIDI_winattr_t winattr)
 {
-    return MPIDIG_mpi_get_accumulate(origin_addr, origin_count, origin_datatype, result_addr,
-                                     result_count, result_datatype, target_rank, target_disp,
-                                     target_count, target_datatype, op, win);
+    return MPIDI_AMLAPI_rma_get_acc(origin_addr, origin_count, origin_datatype, result_addr,
+                                    result_count, result_datatype, target_rank, target_disp,
+                                    target_count, target_datatype, op, win, NULL);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_rget_accumulate(const void *origin_addr,
@@ -242,9 +259,9 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_rget_accumulate(const void *origin_add
                                                           MPIDI_winattr_t winattr,
                                                           MPIR_Request ** request)
 {
-    return MPIDIG_mpi_rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr,
-                                      result_count, result_datatype, target_rank, target_disp,
-                                      target_count, target_datatype, op, win, request);
+    return MPIDI_AMLAPI_rma_get_acc(origin_addr, origin_count, origin_datatype, result_addr,
+                                    result_count, result_datatype, target_rank, target_disp,
+                                    target_count, target_datatype, op, win, request);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_fetch_and_op(const void *origin_addr,
@@ -254,8 +271,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_fetch_and_op(const void *origin_addr,
                                                        MPIDI_av_entry_t * addr,
                                                        MPIDI_winattr_t winattr)
 {
-    return MPIDIG_mpi_fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp,
-                                   op, win);
+    return MPIDI_AMLAPI_rma_fop(origin_addr, result_addr, datatype, target_rank, target_disp,
+                                op, win);
 }
 
 #endif /* AMLAPI_RMA_H_INCLUDED */

@@ -17,13 +17,8 @@
 
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
+#include "amlapi_win.h"
 
-struct MPIDI_AMLAPI_win_target {
-    uint64_t base;              /* the target's window memory, in its address space */
-    uint64_t size;
-    int64_t disp_unit;
-    aml_xkey_t *key;            /* NULL: no direct access (MPIDIG instead) */
-};
 
 /* what each rank tells the others at window creation */
 typedef struct {
@@ -33,7 +28,7 @@ typedef struct {
 
 /* a direct operation that needs more than the window's counter at completion */
 typedef struct {
-    MPIDI_AMLAPI_win_t *w;
+    struct MPIDI_AMLAPI_win *w;
     MPIR_Request *req;          /* rput/rget: completed with the operation */
     void *tmp;                  /* packed origin (put) or staging (get), freed at completion */
     void *origin;               /* get into a non-contiguous origin: unpacked there */
@@ -45,7 +40,7 @@ static unsigned long long pv_puts, pv_gets, pv_bytes;
 
 static void op_done_plain(aml_t * aml, void *arg)
 {
-    ((MPIDI_AMLAPI_win_t *) arg)->done++;
+    ((struct MPIDI_AMLAPI_win *) arg)->done++;
 }
 
 static void op_done(aml_t * aml, void *arg)
@@ -74,7 +69,7 @@ static void op_done(aml_t * aml, void *arg)
 static int win_expose(MPIR_Win * win)
 {
     int mpi_errno = MPI_SUCCESS, rc;
-    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
     MPIR_Comm *comm = win->comm_ptr;
     int n = comm->local_size, me = comm->rank;
     MPIR_Errflag_t errflag = MPIR_ERR_NONE;
@@ -85,9 +80,6 @@ static int win_expose(MPIR_Win * win)
     const void *key = NULL;
     size_t key_len = 0;
 
-    w->targets = NULL;
-    w->xmem = NULL;
-    w->issued = w->done = 0;
     if (!MPIR_CVAR_AMLAPI_RMA_DIRECT)
         goto fn_exit;
 
@@ -145,30 +137,51 @@ static int win_expose(MPIR_Win * win)
     goto fn_exit;
 }
 
-int MPIDI_AMLAPI_mpi_win_create_hook(MPIR_Win * win)
+static int win_new(MPIR_Win * win)
 {
-    return win_expose(win);
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_AMLAPI_WIN(win) = MPL_calloc(1, sizeof(struct MPIDI_AMLAPI_win), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!MPIDI_AMLAPI_WIN(win), mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
 }
 
+int MPIDI_AMLAPI_mpi_win_create_hook(MPIR_Win * win)
+{
+    int mpi_errno = win_new(win);
+    if (mpi_errno == MPI_SUCCESS)
+        mpi_errno = win_expose(win);
+    return mpi_errno;
+}
+
+/* MPIDIG put the memory of MPI_Win_allocate(_shared) in one shared segment per node: when
+ * the window has one node, amlapi_rma_shm.c takes all of it; else direct operations. */
 int MPIDI_AMLAPI_mpi_win_allocate_hook(MPIR_Win * win)
 {
-    return win_expose(win);
+    int mpi_errno = win_new(win);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_AMLAPI_shm_win_init(win);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (!MPIDI_AMLAPI_WIN(win)->shm)
+        mpi_errno = win_expose(win);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
 }
 
 int MPIDI_AMLAPI_mpi_win_allocate_shared_hook(MPIR_Win * win)
 {
-    return win_expose(win);
+    return MPIDI_AMLAPI_mpi_win_allocate_hook(win);
 }
 
 /* Dynamic windows: MPIDIG's for now (attach would have to expose each region and the
  * origins learn its key on first use). */
 int MPIDI_AMLAPI_mpi_win_create_dynamic_hook(MPIR_Win * win)
 {
-    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
-    w->targets = NULL;
-    w->xmem = NULL;
-    w->issued = w->done = 0;
-    return MPI_SUCCESS;
+    return win_new(win);
 }
 
 int MPIDI_AMLAPI_mpi_win_attach_hook(MPIR_Win * win, void *base, MPI_Aint size)
@@ -186,10 +199,14 @@ int MPIDI_AMLAPI_mpi_win_detach_hook(MPIR_Win * win, const void *base)
 int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
 {
     int mpi_errno = MPI_SUCCESS;
-    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
     aml_t *aml = MPIDI_AMLAPI_global.aml;
 
+    if (!w)
+        goto fn_exit;
     mpi_errno = MPIDI_AMLAPI_rma_wait(win);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_AMLAPI_shm_win_free(win);
     MPIR_ERR_CHECK(mpi_errno);
     if (w->targets) {
         for (int i = 0; i < win->comm_ptr->local_size; i++)
@@ -203,6 +220,8 @@ int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
         w->xmem = NULL;
         MPIDI_AMLAPI_CHK(rc, "aml_xmem_withdraw");
     }
+    MPL_free(w);
+    MPIDI_AMLAPI_WIN(win) = NULL;
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -215,12 +234,22 @@ int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
 int MPIDI_AMLAPI_rma_wait(MPIR_Win * win)
 {
     int mpi_errno = MPI_SUCCESS;
-    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    if (!w)
+        goto fn_exit;
     MPIDIU_PROGRESS_WHILE(w->issued != w->done, 0);
   fn_exit:
     return mpi_errno;
   fn_fail:
     goto fn_exit;
+}
+
+int MPIDI_AMLAPI_rma_cmpl(MPIR_Win * win)
+{
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    if (likely(!w || w->issued == w->done))
+        return MPI_SUCCESS;
+    return MPIDI_AMLAPI_rma_wait(win);
 }
 
 /* The target's address for target_disp and the transfer's bytes, or MPI_ERR_RMA_RANGE. */
@@ -255,20 +284,6 @@ static int new_req(MPIR_Request ** request, MPIR_Request ** req)
     goto fn_exit;
 }
 
-static int done_at_once(MPIR_Request ** request)
-{
-    int mpi_errno = MPI_SUCCESS;
-    if (request) {
-        *request = MPIR_Request_create_complete(MPIR_REQUEST_KIND__RMA);
-        MPIR_ERR_CHKANDSTMT(*request == NULL, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail,
-                            "**nomemreq");
-    }
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
-}
-
 /* How an operation goes: *generic when MPIDIG does it (no direct access to the target, a
  * non-contiguous target, or few bytes to another rank: an active message costs less there,
  * aml_xkey_threshold); else the bytes and, once the epoch is checked, the target address. */
@@ -285,13 +300,13 @@ static int plan(MPIR_Win * win, int origin_count, MPI_Datatype origin_datatype,
                 MPI_Datatype target_datatype, plan_t * p, int *generic)
 {
     int mpi_errno = MPI_SUCCESS, target_contig;
-    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
     size_t target_bytes;
     MPI_Aint target_true_lb;
 
     *generic = 1;
     p->self = target_rank == win->comm_ptr->rank;
-    if (!w->targets || (!p->self && !w->targets[target_rank].key))
+    if (!w || !w->targets || (!p->self && !w->targets[target_rank].key))
         goto fn_exit;
     MPIDI_Datatype_check_origin_target_contig_size_lb(origin_datatype, target_datatype,
                                                       origin_count, target_count,
@@ -315,7 +330,7 @@ static int plan(MPIR_Win * win, int origin_count, MPI_Datatype origin_datatype,
 
 /* The record of an operation that needs more than the window's counter at completion (a
  * request, a packed or staged origin), or NULL; and the request, if one was asked for. */
-static int new_op(MPIDI_AMLAPI_win_t * w, MPIR_Request ** request, int origin_contig,
+static int new_op(struct MPIDI_AMLAPI_win *w, MPIR_Request ** request, int origin_contig,
                   rma_op_t ** op)
 {
     int mpi_errno = MPI_SUCCESS;
@@ -346,7 +361,7 @@ static void op_free(rma_op_t * o)
 }
 
 /* Starts the direct put (write) or get of p->bytes between local and the target. */
-static int issue(MPIDI_AMLAPI_win_t * w, const plan_t * p, void *local, int write,
+static int issue(struct MPIDI_AMLAPI_win *w, const plan_t * p, void *local, int write,
                  rma_op_t * o)
 {
     int mpi_errno = MPI_SUCCESS, rc;
@@ -378,11 +393,14 @@ int MPIDI_AMLAPI_rma_put(const void *origin_addr, int origin_count,
                          MPIR_Request ** request)
 {
     int mpi_errno = MPI_SUCCESS, generic;
-    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
     const void *src;
     rma_op_t *o = NULL;
     plan_t p;
 
+    if (w && w->shm)
+        return MPIDI_AMLAPI_shm_put(origin_addr, origin_count, origin_datatype, target_rank,
+                                    target_disp, target_count, target_datatype, win, request);
     mpi_errno = plan(win, origin_count, origin_datatype, target_rank, target_disp,
                      target_count, target_datatype, &p, &generic);
     MPIR_ERR_CHECK(mpi_errno);
@@ -415,7 +433,7 @@ int MPIDI_AMLAPI_rma_put(const void *origin_addr, int origin_count,
   fn_exit:
     return mpi_errno;
   fn_exit_done:
-    mpi_errno = done_at_once(request);
+    mpi_errno = MPIDI_AMLAPI_rma_done_at_once(request);
     goto fn_exit;
   fn_fail:
     op_free(o);
@@ -427,11 +445,14 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
                          MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request)
 {
     int mpi_errno = MPI_SUCCESS, generic;
-    MPIDI_AMLAPI_win_t *w = &win->dev.netmod.amlapi;
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
     void *dst;
     rma_op_t *o = NULL;
     plan_t p;
 
+    if (w && w->shm)
+        return MPIDI_AMLAPI_shm_get(origin_addr, origin_count, origin_datatype, target_rank,
+                                    target_disp, target_count, target_datatype, win, request);
     mpi_errno = plan(win, origin_count, origin_datatype, target_rank, target_disp,
                      target_count, target_datatype, &p, &generic);
     MPIR_ERR_CHECK(mpi_errno);
@@ -468,7 +489,7 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
   fn_exit:
     return mpi_errno;
   fn_exit_done:
-    mpi_errno = done_at_once(request);
+    mpi_errno = MPIDI_AMLAPI_rma_done_at_once(request);
     goto fn_exit;
   fn_fail:
     op_free(o);
@@ -481,6 +502,7 @@ void MPIDI_AMLAPI_win_pvars(void)
     if (registered)
         return;
     registered = 1;
+    MPIDI_AMLAPI_shm_win_pvars();
     MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
                               "amlapi_rma_direct_puts", &pv_puts, 1, MPI_T_ENUM_NULL,
                               MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,

@@ -1,0 +1,54 @@
+/*
+ * amlapi netmod: a window's state (MPIR_Win's dev.netmod.amlapi.w). amlapi_win.c makes it and
+ * does direct operations through aml; amlapi_rma_shm.c does everything of a window whose
+ * ranks share one node's memory with loads and stores.
+ */
+#ifndef AMLAPI_WIN_H_INCLUDED
+#define AMLAPI_WIN_H_INCLUDED
+
+struct MPIDI_AMLAPI_win_target {
+    uint64_t base;              /* the target's window memory, in its address space */
+    uint64_t size;
+    int64_t disp_unit;
+    aml_xkey_t *key;            /* NULL: no direct access (MPIDIG instead) */
+};
+
+struct MPIDI_AMLAPI_shmwin;
+
+struct MPIDI_AMLAPI_win {
+    struct MPIDI_AMLAPI_win_target *targets;    /* per rank; NULL: no direct operations */
+    struct aml_xmem *xmem;      /* this rank's memory, exposed */
+    uint64_t issued, done;      /* direct operations started and completed */
+    struct MPIDI_AMLAPI_shmwin *shm;    /* non-NULL: every operation and the passive-target
+                                         * synchronisation are amlapi_rma_shm.c's */
+};
+
+#define MPIDI_AMLAPI_WIN(win) ((win)->dev.netmod.amlapi.w)
+
+/* rput/rget/raccumulate/rget_accumulate that completed in the call: a complete request */
+static inline int MPIDI_AMLAPI_rma_done_at_once(MPIR_Request ** request)
+{
+    int mpi_errno = MPI_SUCCESS;
+    if (request) {
+        *request = MPIR_Request_create_complete(MPIR_REQUEST_KIND__RMA);
+        MPIR_ERR_CHKANDSTMT(*request == NULL, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail,
+                            "**nomemreq");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* amlapi_rma_shm.c */
+int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win);
+int MPIDI_AMLAPI_shm_win_free(MPIR_Win * win);
+int MPIDI_AMLAPI_shm_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                         int target_rank, MPI_Aint target_disp, int target_count,
+                         MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request);
+int MPIDI_AMLAPI_shm_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                         int target_rank, MPI_Aint target_disp, int target_count,
+                         MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request);
+void MPIDI_AMLAPI_shm_win_pvars(void);
+
+#endif /* AMLAPI_WIN_H_INCLUDED */

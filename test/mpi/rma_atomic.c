@@ -1,0 +1,328 @@
+/*
+ * One-sided atomicity, locks and passive-target progress (issue 15), for each window kind
+ * (MPI_Win_create, MPI_Win_allocate on COMM_WORLD, MPI_Win_allocate_shared on the node's
+ * communicator):
+ *  - concurrent MPI_Accumulate(SUM) from every rank into every target, contiguous and with a
+ *    strided target datatype, under lock_all: each element is the exact sum;
+ *  - MPI_Fetch_and_op(SUM, +1) on one counter by every rank: the fetched values are exactly
+ *    0 .. n*ITERS-1, each once (a lost or doubled update shows);
+ *  - a mutex built from MPI_Compare_and_swap guarding a get/put increment, released with
+ *    MPI_Fetch_and_op(REPLACE), and MPI_Get_accumulate(NO_OP) reading it;
+ *  - exclusive MPI_Win_lock guarding a get/put increment (mutual exclusion);
+ *  - passive-target progress on shared-memory windows: the target spins on its own memory
+ *    making no MPI call while every other rank locks, puts and accumulates into it;
+ *  - errors: an operation outside any epoch and an unlock without a lock return
+ *    MPI_ERR_RMA_SYNC; a put past a target's window end returns MPI_ERR_RMA_RANGE and writes
+ *    nothing, and so does an accumulate, on a shared-memory window too (its neighbour's
+ *    memory is in the same segment);
+ *  - the path: windows whose ranks all share a node (MPI_Win_allocate(_shared)) with
+ *    MPIR_CVAR_AMLAPI_RMA_SHM on count their operations in amlapi_rma_shm_ops/_atomics,
+ *    others do not.
+ * Prints "rma_atomic: N errors".
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int rank, errs;
+#define ERR(...) do { errs++; fprintf(stderr, "rank %d: ", rank); \
+        fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } while (0)
+#include "mpit.h"
+
+#define ITERS 200
+#define E 16                    /* accumulate elements per target */
+
+enum { K_CREATE, K_ALLOCATE, K_SHARED, K_COUNT };
+static const char *const kname[] = { "create", "allocate", "allocate_shared" };
+
+/* window layout, in longs: [0] fop counter, [1] cas mutex, [2] guarded counter,
+ * [3] lock counter, [4] progress flag, [W_ACC, +E) contiguous accumulates,
+ * [W_STR, +2E) strided accumulates (even slots) */
+#define W_FOP 0
+#define W_MUTEX 1
+#define W_GUARDED 2
+#define W_LOCKED 3
+#define W_FLAG 4
+#define W_ACC 8
+#define W_STR (W_ACC + E)
+#define W_LEN (W_STR + 2 * E)
+
+typedef struct {
+    MPI_Win win;
+    MPI_Comm comm;
+    long *mem, *own;
+    int n, me, kind;
+} win_t;
+
+static void win_open(win_t * w, int kind, MPI_Comm node)
+{
+    MPI_Aint bytes = W_LEN * sizeof(long);
+    w->kind = kind;
+    w->comm = kind == K_SHARED ? node : MPI_COMM_WORLD;
+    MPI_Comm_size(w->comm, &w->n);
+    MPI_Comm_rank(w->comm, &w->me);
+    w->own = NULL;
+    if (kind == K_CREATE) {
+        w->own = calloc(1, bytes);
+        w->mem = w->own;
+        MPI_Win_create(w->mem, bytes, sizeof(long), MPI_INFO_NULL, w->comm, &w->win);
+    } else if (kind == K_ALLOCATE) {
+        MPI_Win_allocate(bytes, sizeof(long), MPI_INFO_NULL, w->comm, &w->mem, &w->win);
+    } else {
+        MPI_Win_allocate_shared(bytes, sizeof(long), MPI_INFO_NULL, w->comm, &w->mem,
+                                &w->win);
+    }
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, w->me, 0, w->win);
+    memset(w->mem, 0, bytes);
+    MPI_Win_unlock(w->me, w->win);
+    MPI_Barrier(w->comm);
+}
+
+static void win_close(win_t * w)
+{
+    MPI_Win_free(&w->win);
+    free(w->own);
+}
+
+static long contrib(int origin, int i)
+{
+    return 1 + origin * 131 + i * 7;
+}
+
+static void test_accumulate(win_t * w, MPI_Datatype stride2)
+{
+    long src[E];
+    for (int i = 0; i < E; i++)
+        src[i] = contrib(w->me, i);
+    MPI_Win_lock_all(0, w->win);
+    for (int rep = 0; rep < 3; rep++)
+        for (int t = 0; t < w->n; t++) {
+            MPI_Accumulate(src, E, MPI_LONG, t, W_ACC, E, MPI_LONG, MPI_SUM, w->win);
+            MPI_Accumulate(src, E, MPI_LONG, t, W_STR, 1, stride2, MPI_SUM, w->win);
+        }
+    MPI_Win_unlock_all(w->win);
+    MPI_Barrier(w->comm);
+    MPI_Win_lock(MPI_LOCK_SHARED, w->me, 0, w->win);
+    for (int i = 0; i < E; i++) {
+        long want = 0;
+        for (int o = 0; o < w->n; o++)
+            want += 3 * contrib(o, i);
+        if (w->mem[W_ACC + i] != want)
+            ERR("%s: accumulate element %d is %ld, want %ld", kname[w->kind], i,
+                w->mem[W_ACC + i], want);
+        if (w->mem[W_STR + 2 * i] != want || w->mem[W_STR + 2 * i + 1] != 0)
+            ERR("%s: strided accumulate element %d is %ld (gap %ld), want %ld (gap 0)",
+                kname[w->kind], i, w->mem[W_STR + 2 * i], w->mem[W_STR + 2 * i + 1], want);
+    }
+    MPI_Win_unlock(w->me, w->win);
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *) a, y = *(const long *) b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_fetch_and_op(win_t * w)
+{
+    long one = 1, got[ITERS], *all = NULL;
+    MPI_Win_lock_all(0, w->win);
+    for (int i = 0; i < ITERS; i++) {
+        MPI_Fetch_and_op(&one, &got[i], MPI_LONG, 0, W_FOP, MPI_SUM, w->win);
+        MPI_Win_flush(0, w->win);
+    }
+    MPI_Win_unlock_all(w->win);
+    if (w->me == 0)
+        all = malloc((size_t) w->n * ITERS * sizeof(long));
+    MPI_Gather(got, ITERS, MPI_LONG, all, ITERS, MPI_LONG, 0, w->comm);
+    if (w->me == 0) {
+        qsort(all, (size_t) w->n * ITERS, sizeof(long), cmp_long);
+        for (long i = 0; i < (long) w->n * ITERS; i++)
+            if (all[i] != i) {
+                ERR("%s: fetch_and_op values: sorted[%ld] is %ld (lost or doubled update)",
+                    kname[w->kind], i, all[i]);
+                break;
+            }
+        free(all);
+    }
+}
+
+static void test_cas_mutex(win_t * w)
+{
+    long me = w->me + 1, zero = 0, prev, v, noop = 0, final;
+    MPI_Win_lock_all(0, w->win);
+    for (int i = 0; i < ITERS / 4; i++) {
+        do {
+            MPI_Compare_and_swap(&me, &zero, &prev, MPI_LONG, 0, W_MUTEX, w->win);
+            MPI_Win_flush(0, w->win);
+        } while (prev != 0);
+        MPI_Get(&v, 1, MPI_LONG, 0, W_GUARDED, 1, MPI_LONG, w->win);
+        MPI_Win_flush(0, w->win);
+        v++;
+        MPI_Put(&v, 1, MPI_LONG, 0, W_GUARDED, 1, MPI_LONG, w->win);
+        MPI_Win_flush(0, w->win);
+        MPI_Fetch_and_op(&zero, &prev, MPI_LONG, 0, W_MUTEX, MPI_REPLACE, w->win);
+        MPI_Win_flush(0, w->win);
+        if (prev != me)
+            ERR("%s: CAS mutex held by %ld while this rank (%ld) owned it", kname[w->kind],
+                prev, me);
+    }
+    MPI_Win_unlock_all(w->win);
+    MPI_Barrier(w->comm);
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w->win);
+    MPI_Get_accumulate(&noop, 1, MPI_LONG, &final, 1, MPI_LONG, 0, W_GUARDED, 1, MPI_LONG,
+                       MPI_NO_OP, w->win);
+    MPI_Win_unlock(0, w->win);
+    if (final != (long) w->n * (ITERS / 4))
+        ERR("%s: CAS-guarded counter is %ld, want %ld", kname[w->kind], final,
+            (long) w->n * (ITERS / 4));
+}
+
+static void test_exclusive(win_t * w)
+{
+    long v, final;
+    for (int i = 0; i < ITERS / 4; i++) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w->win);
+        MPI_Get(&v, 1, MPI_LONG, 0, W_LOCKED, 1, MPI_LONG, w->win);
+        MPI_Win_flush(0, w->win);
+        v++;
+        MPI_Put(&v, 1, MPI_LONG, 0, W_LOCKED, 1, MPI_LONG, w->win);
+        MPI_Win_unlock(0, w->win);
+    }
+    MPI_Barrier(w->comm);
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w->win);
+    MPI_Get(&final, 1, MPI_LONG, 0, W_LOCKED, 1, MPI_LONG, w->win);
+    MPI_Win_unlock(0, w->win);
+    if (final != (long) w->n * (ITERS / 4))
+        ERR("%s: exclusive-lock counter is %ld, want %ld", kname[w->kind], final,
+            (long) w->n * (ITERS / 4));
+}
+
+/* The target (rank 0) makes no MPI call until every other rank's lock/put/accumulate/unlock
+ * has landed in its memory. Bounded by 60 s so that a missing passive progress fails
+ * instead of hanging the suite. */
+static void test_passive_progress(win_t * w)
+{
+    long one = 1;
+    if (w->me == 0) {
+        volatile long *flag = &w->mem[W_FLAG];
+        time_t start = time(NULL);
+        while (*flag != w->n - 1 && time(NULL) - start < 60)
+            __sync_synchronize();
+        if (*flag != w->n - 1)
+            ERR("%s: passive target: after 60 s of computing the flag is %ld, want %d",
+                kname[w->kind], *flag, w->n - 1);
+    } else {
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w->win);
+        MPI_Accumulate(&one, 1, MPI_LONG, 0, W_FLAG, 1, MPI_LONG, MPI_SUM, w->win);
+        MPI_Win_unlock(0, w->win);
+    }
+    MPI_Barrier(w->comm);
+}
+
+static void test_errors(win_t * w, int shm)
+{
+    int rc, cls, t = (w->me + 1) % w->n;
+    long buf[4 * W_LEN], *next = NULL;
+    MPI_Aint sz;
+    int du;
+    memset(buf, 0x5a, sizeof(buf));
+    MPI_Win_set_errhandler(w->win, MPI_ERRORS_RETURN);
+    rc = MPI_Put(buf, 1, MPI_LONG, t, 0, 1, MPI_LONG, w->win);
+    MPI_Error_class(rc, &cls);
+    if (cls != MPI_ERR_RMA_SYNC)
+        ERR("%s: a put outside any epoch returned class %d, want MPI_ERR_RMA_SYNC",
+            kname[w->kind], cls);
+    rc = MPI_Win_unlock(t, w->win);
+    MPI_Error_class(rc, &cls);
+    if (cls != MPI_ERR_RMA_SYNC)
+        ERR("%s: an unlock without a lock returned class %d, want MPI_ERR_RMA_SYNC",
+            kname[w->kind], cls);
+    if (shm) {
+        /* past the end: on a shared window the next rank's memory follows this one */
+        MPI_Win_lock_all(0, w->win);
+        rc = MPI_Put(buf, 2, MPI_LONG, t, W_LEN - 1, 2, MPI_LONG, w->win);
+        MPI_Error_class(rc, &cls);
+        if (cls != MPI_ERR_RMA_RANGE)
+            ERR("%s: a put across the window's end returned class %d, want "
+                "MPI_ERR_RMA_RANGE", kname[w->kind], cls);
+        rc = MPI_Accumulate(buf, 3, MPI_LONG, t, W_LEN - 2, 3, MPI_LONG, MPI_SUM, w->win);
+        MPI_Error_class(rc, &cls);
+        if (cls != MPI_ERR_RMA_RANGE)
+            ERR("%s: an accumulate across the window's end returned class %d, want "
+                "MPI_ERR_RMA_RANGE", kname[w->kind], cls);
+        MPI_Win_unlock_all(w->win);
+        MPI_Barrier(w->comm);
+        if (w->kind == K_SHARED) {
+            MPI_Win_shared_query(w->win, t, &sz, &du, &next);
+            MPI_Win_lock(MPI_LOCK_SHARED, t, 0, w->win);
+            if (next && (next[W_LEN - 1] == 0x5a5a5a5a5a5a5a5aL ||
+                         next[W_LEN - 2] == 0x5a5a5a5a5a5a5a5aL))
+                ERR("%s: the refused put wrote into its target", kname[w->kind]);
+            MPI_Win_unlock(t, w->win);
+        }
+    }
+    MPI_Win_set_errhandler(w->win, MPI_ERRORS_ARE_FATAL);
+    MPI_Barrier(w->comm);
+}
+
+int main(int argc, char **argv)
+{
+    int size, node_size, total, rma_shm;
+    MPI_Comm node;
+    MPI_Datatype stride2;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpit_init();
+    rma_shm = cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM");
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_size);
+    MPI_Type_vector(E, 1, 2, MPI_LONG, &stride2);
+    MPI_Type_commit(&stride2);
+
+    for (int k = 0; k < K_COUNT; k++) {
+        win_t w;
+        unsigned long long ops0, acc0, ops, acc;
+        int n, shm;
+        win_open(&w, k, node);
+        n = w.n;
+        /* the shared-memory path: allocated memory, every rank of the window on the node */
+        shm = rma_shm == 1 && k != K_CREATE && n > 1 && (k == K_SHARED || node_size == size);
+        ops0 = pvar_read("amlapi_rma_shm_ops");
+        acc0 = pvar_read("amlapi_rma_shm_atomics");
+        test_accumulate(&w, stride2);
+        test_fetch_and_op(&w);
+        test_cas_mutex(&w);
+        test_exclusive(&w);
+        ops = pvar_read("amlapi_rma_shm_ops") - ops0;
+        acc = pvar_read("amlapi_rma_shm_atomics") - acc0;
+        if (shm && (ops == 0 || acc == 0))
+            ERR("%s: a shared-memory window, yet %llu copies and %llu atomics counted",
+                kname[k], ops, acc);
+        if (!shm && (ops || acc))
+            ERR("%s: not a shared-memory window, yet %llu copies and %llu atomics counted",
+                kname[k], ops, acc);
+        if (shm && n > 1)
+            test_passive_progress(&w);
+        if (n > 1)
+            test_errors(&w, shm);
+        win_close(&w);
+        (void) n;
+    }
+
+    MPI_Type_free(&stride2);
+    MPI_Comm_free(&node);
+    mpit_finalize();
+    MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("rma_atomic: %d errors\n", total);
+        if (total == 0)
+            printf(" No Errors\n");
+    }
+    MPI_Finalize();
+    return total != 0;
+}

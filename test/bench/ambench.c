@@ -237,6 +237,51 @@ static double rma(size_t size, int get, int sync, int bw, MPI_Win win)
     return t * 1e6 / n;
 }
 
+/* Issue 15's one-node measurement, on a window from MPI_Win_allocate (where an MPI may put
+ * the memory in shared memory): put = lock-put-unlock per operation; get, accumulate
+ * (MPI_SUM of longs), fetch_and_op (MPI_SUM, one long), compare_and_swap (one long) = one
+ * lock_all around all of them and op + flush per operation. µs per operation. */
+enum { RW_PUT, RW_GET, RW_ACC, RW_FOP, RW_CAS };
+
+static double rma_alloc(size_t size, int what, MPI_Win win)
+{
+    int i, n = iters_for(size, 5000), w = 50;
+    int longs = size >= sizeof(long) ? (int) (size / sizeof(long)) : 1;
+    double t0 = 0, t;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0 && what != RW_PUT)
+        MPI_Win_lock_all(0, win);
+    for (i = 0; rank == 0 && i < n + w; i++) {
+        if (i == w)
+            t0 = MPI_Wtime();
+        switch (what) {
+            case RW_PUT:
+                MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+                MPI_Put(sbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
+                MPI_Win_unlock(1, win);
+                continue;
+            case RW_GET:
+                MPI_Get(rbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
+                break;
+            case RW_ACC:
+                MPI_Accumulate(sbuf, longs, MPI_LONG, 1, 0, longs, MPI_LONG, MPI_SUM, win);
+                break;
+            case RW_FOP:
+                MPI_Fetch_and_op(sbuf, rbuf, MPI_LONG, 1, 0, MPI_SUM, win);
+                break;
+            case RW_CAS:
+                MPI_Compare_and_swap(sbuf, rbuf + sizeof(long), rbuf, MPI_LONG, 1, 0, win);
+                break;
+        }
+        MPI_Win_flush(1, win);
+    }
+    t = MPI_Wtime() - t0;
+    if (rank == 0 && what != RW_PUT)
+        MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return t * 1e6 / n;
+}
+
 /* --- driver -------------------------------------------------------------------------------- */
 
 struct bench {
@@ -279,7 +324,7 @@ static double flood(size_t size, int mem)
     return out;
 }
 
-enum { K_LAT, K_BW, K_BIBW, K_RATE, K_COLL, K_RMA, K_FLOOD };
+enum { K_LAT, K_BW, K_BIBW, K_RATE, K_COLL, K_RMA, K_FLOOD, K_RMAW };
 
 static const struct bench benches[] = {
     {"latency", "Latency (us)", "0,1,8,64,512,4096,16384,65536,262144,1048576,4194304", K_LAT},
@@ -292,6 +337,11 @@ static const struct bench benches[] = {
     {"barrier", "Latency (us)", "0", K_COLL, 3},
     {"flood", "Time (s)", "8", K_FLOOD, 0},
     {"flood_mem", "Memory (MiB)", "8", K_FLOOD, 1},
+    {"put_lat_alloc", "Latency (us)", "8,1024,4096,65536,1048576", K_RMAW, RW_PUT},
+    {"get_lat_alloc", "Latency (us)", "8,1024,4096,65536,1048576", K_RMAW, RW_GET},
+    {"acc_lat_alloc", "Latency (us)", "8,1024,4096,65536", K_RMAW, RW_ACC},
+    {"fop_lat", "Latency (us)", "8", K_RMAW, RW_FOP},
+    {"cas_lat", "Latency (us)", "8", K_RMAW, RW_CAS},
     {"put_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_FENCE, 0},
     {"put_lat_lock", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_LOCK, 0},
     {"get_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 1, RMA_FENCE, 0},
@@ -378,6 +428,16 @@ int main(int argc, char **argv)
     if (b->kind == K_RMA) {
         MPI_Win_create(rank == 1 ? rbuf : sbuf, (MPI_Aint) max_size, 1, MPI_INFO_NULL,
                        MPI_COMM_WORLD, &win);
+    } else if (b->kind == K_RMAW) {
+        void *mem;
+        if (max_size < 2 * sizeof(long)) {
+            free(sbuf);
+            free(rbuf);
+            max_size = 2 * sizeof(long);
+            sbuf = calloc(1, max_size);
+            rbuf = calloc(1, max_size);
+        }
+        MPI_Win_allocate((MPI_Aint) max_size, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
     }
 
     if (rank == 0) {
@@ -410,6 +470,9 @@ int main(int argc, char **argv)
                 break;
             case K_FLOOD:
                 v = flood(s, b->arg1);
+                break;
+            case K_RMAW:
+                v = rma_alloc(s, b->arg1, win);
                 break;
         }
         if (rank == 0) {

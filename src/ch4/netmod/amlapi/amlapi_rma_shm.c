@@ -634,12 +634,35 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
  * the rest of a one-word operation (measured: an 8-byte accumulate 0.32 us with it). Sums wrap
  * as the unsigned type (MPI leaves overflow undefined; C would make it undefined behaviour).
  * Returns 0 when the type or op is not one of these. */
+/* 64-bit sums two at a time: GCC -O2 leaves the loop scalar (an add to memory per word,
+ * measured 12 us for 64 KiB against Open MPI's 6.5) */
+static inline void sum_u64(uint64_t * restrict t, const uint64_t * restrict o, MPI_Aint n)
+{
+    MPI_Aint k = 0;
+#if defined(__x86_64__)
+    for (; k + 4 <= n; k += 4) {
+        __m128i a = _mm_loadu_si128((const __m128i *) (t + k));
+        __m128i b = _mm_loadu_si128((const __m128i *) (t + k + 2));
+        a = _mm_add_epi64(a, _mm_loadu_si128((const __m128i *) (o + k)));
+        b = _mm_add_epi64(b, _mm_loadu_si128((const __m128i *) (o + k + 2)));
+        _mm_storeu_si128((__m128i *) (t + k), a);
+        _mm_storeu_si128((__m128i *) (t + k + 2), b);
+    }
+#endif
+    for (; k < n; k++)
+        t[k] += o[k];
+}
+
 #define ACC_CASE(T, U)                                                          \
     {                                                                           \
         T *restrict t_ = (T *) addr;                                            \
         const T *restrict o_ = (const T *) origin;                              \
         switch (op) {                                                           \
             case MPI_SUM:                                                       \
+                if (sizeof(T) == 8 && n >= 4) {                                 \
+                    sum_u64((uint64_t *) t_, (const uint64_t *) o_, n);         \
+                    return 1;                                                   \
+                }                                                               \
                 for (MPI_Aint k = 0; k < n; k++) t_[k] = (T) ((U) t_[k] + (U) o_[k]); \
                 return 1;                                                       \
             case MPI_REPLACE: memcpy(t_, o_, n * sizeof(T)); return 1;          \

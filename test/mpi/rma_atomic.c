@@ -4,6 +4,7 @@
  * communicator):
  *  - concurrent MPI_Accumulate(SUM) from every rank into every target, contiguous and with a
  *    strided target datatype, under lock_all: each element is the exact sum;
+ *  - the same under fence and under post/start/complete/wait (active target);
  *  - MPI_Fetch_and_op(SUM, +1) on one counter by every rank: the fetched values are exactly
  *    0 .. n*ITERS-1, each once (a lost or doubled update shows);
  *  - a mutex built from MPI_Compare_and_swap guarding a get/put increment, released with
@@ -39,7 +40,8 @@ static const char *const kname[] = { "create", "allocate", "allocate_shared" };
 
 /* window layout, in longs: [0] fop counter, [1] cas mutex, [2] guarded counter,
  * [3] lock counter, [4] progress flag, [W_ACC, +E) contiguous accumulates,
- * [W_STR, +2E) strided accumulates (even slots) */
+ * [W_STR, +2E) strided accumulates (even slots), [W_ACT, +E) accumulates in fence and
+ * post/start/complete/wait epochs */
 #define W_FOP 0
 #define W_MUTEX 1
 #define W_GUARDED 2
@@ -47,7 +49,8 @@ static const char *const kname[] = { "create", "allocate", "allocate_shared" };
 #define W_FLAG 4
 #define W_ACC 8
 #define W_STR (W_ACC + E)
-#define W_LEN (W_STR + 2 * E)
+#define W_ACT (W_STR + 2 * E)
+#define W_LEN (W_ACT + E)
 
 typedef struct {
     MPI_Win win;
@@ -117,6 +120,38 @@ static void test_accumulate(win_t * w, MPI_Datatype stride2)
                 kname[w->kind], i, w->mem[W_STR + 2 * i], w->mem[W_STR + 2 * i + 1], want);
     }
     MPI_Win_unlock(w->me, w->win);
+}
+
+static void test_accumulate_active(win_t * w)
+{
+    long src[E];
+    MPI_Group g;
+    MPI_Request *req = malloc(w->n * sizeof(MPI_Request));
+    for (int i = 0; i < E; i++)
+        src[i] = contrib(w->me, i);
+    MPI_Win_fence(MPI_MODE_NOPRECEDE, w->win);
+    for (int t = 0; t < w->n; t++)
+        MPI_Accumulate(src, E, MPI_LONG, t, W_ACT, E, MPI_LONG, MPI_SUM, w->win);
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, w->win);
+    MPI_Comm_group(w->comm, &g);
+    MPI_Win_post(g, 0, w->win);
+    MPI_Win_start(g, 0, w->win);
+    for (int t = 0; t < w->n; t++)
+        MPI_Raccumulate(src, E, MPI_LONG, t, W_ACT, E, MPI_LONG, MPI_SUM, w->win, &req[t]);
+    MPI_Waitall(w->n, req, MPI_STATUSES_IGNORE);
+    MPI_Win_complete(w->win);
+    MPI_Win_wait(w->win);
+    MPI_Group_free(&g);
+    free(req);
+    for (int i = 0; i < E; i++) {
+        long want = 0;
+        for (int o = 0; o < w->n; o++)
+            want += 2 * contrib(o, i);
+        if (w->mem[W_ACT + i] != want)
+            ERR("%s: fence + PSCW accumulate element %d is %ld, want %ld", kname[w->kind], i,
+                w->mem[W_ACT + i], want);
+    }
+    MPI_Barrier(w->comm);
 }
 
 static int cmp_long(const void *a, const void *b)
@@ -295,6 +330,7 @@ int main(int argc, char **argv)
         ops0 = pvar_read("amlapi_rma_shm_ops");
         acc0 = pvar_read("amlapi_rma_shm_atomics");
         test_accumulate(&w, stride2);
+        test_accumulate_active(&w);
         test_fetch_and_op(&w);
         test_cas_mutex(&w);
         test_exclusive(&w);

@@ -1,12 +1,13 @@
 /*
  * amlapi netmod: RMA entry points. A window whose ranks all share one node's memory
  * (MPI_Win_allocate, MPI_Win_allocate_shared) is amlapi_rma_shm.c's: every operation is a
- * load/store or copy in shared memory and passive-target locks are words in shared memory.
+ * load/store or copy in shared memory, and passive-target locks and PSCW are words in shared
+ * memory.
  * In other windows, contiguous put/get/rput/rget to a target that aml can reach directly go
  * as direct operations (amlapi_win.c: a single copy on the node, UCX RMA between hosts, no
  * message at the target); everything else is MPICH's generic MPIDIG layer, which calls the
  * completion hooks below before it closes an epoch, so direct operations are complete when
- * it does. Fence, PSCW, win_sync and shared_query are MPIDIG's in every window.
+ * it does. Fence, win_sync and shared_query are MPIDIG's in every window.
  */
 #ifndef AMLAPI_RMA_H_INCLUDED
 #define AMLAPI_RMA_H_INCLUDED
@@ -40,6 +41,10 @@ int MPIDI_AMLAPI_win_lock_all(int assert, MPIR_Win * win);
 int MPIDI_AMLAPI_win_unlock_all(MPIR_Win * win);
 int MPIDI_AMLAPI_win_flush(int rank, MPIR_Win * win, int local);
 int MPIDI_AMLAPI_win_flush_all(MPIR_Win * win, int local);
+int MPIDI_AMLAPI_win_post(MPIR_Group * group, int assert, MPIR_Win * win);
+int MPIDI_AMLAPI_win_start(MPIR_Group * group, int assert, MPIR_Win * win);
+int MPIDI_AMLAPI_win_complete(MPIR_Win * win);
+int MPIDI_AMLAPI_win_wait(MPIR_Win * win, int *flag);
 
 /* Every hook waits for all of the window's direct operations: a put completes only once its
  * data is at the target, so local and remote completion are one. */
@@ -106,31 +111,31 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_rget(void *origin_addr, int origin_cou
 }
 
 /* ---- synchronisation and accumulates: amlapi_rma_shm.c, which hands the other windows to
- * MPIDIG; fence, PSCW, win_sync and shared_query: MPIDIG ---- */
+ * MPIDIG; fence, win_sync and shared_query: MPIDIG ---- */
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_start(MPIR_Group * group, int assert, MPIR_Win * win)
 {
-    return MPIDIG_mpi_win_start(group, assert, win);
+    return MPIDI_AMLAPI_win_start(group, assert, win);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_complete(MPIR_Win * win)
 {
-    return MPIDIG_mpi_win_complete(win);
+    return MPIDI_AMLAPI_win_complete(win);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_post(MPIR_Group * group, int assert, MPIR_Win * win)
 {
-    return MPIDIG_mpi_win_post(group, assert, win);
+    return MPIDI_AMLAPI_win_post(group, assert, win);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_wait(MPIR_Win * win)
 {
-    return MPIDIG_mpi_win_wait(win);
+    return MPIDI_AMLAPI_win_wait(win, NULL);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_test(MPIR_Win * win, int *flag)
 {
-    return MPIDIG_mpi_win_test(win, flag);
+    return MPIDI_AMLAPI_win_wait(win, flag);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_lock(int lock_type, int rank, int assert,

@@ -17,12 +17,13 @@
  *    operation; here acquiring costs one atomic, so waiting at lock is as cheap and keeps
  *    MPI_Win_lock's "the lock is held on return" for lock-on-self and load/store use of
  *    shared windows). A waiting origin keeps progressing other communication;
+ *  - post/start/complete/wait/test: counters in the control segment, no message;
  *  - flush(_local)(_all): operations are complete when they return, so a flush is a memory
- *    barrier; win_sync, fence and PSCW are MPIDIG's (their completion hooks find nothing to
- *    wait for), and shared_query reads MPIDIG's table.
+ *    barrier; win_sync and fence are MPIDIG's (fence's completion hooks find nothing to wait
+ *    for; it is a barrier), and shared_query reads MPIDIG's table.
  *
  * The epoch bookkeeping is MPIDIG's own window state (access_epoch_type, lock.count,
- * lockall), so MPIDIG's fence, PSCW and free see the same epochs and raise the same
+ * lockall, the PSCW groups), so MPIDIG's fence and free see the same epochs and raise the same
  * MPI_ERR_RMA_SYNC errors. A window spanning nodes cannot work this way (an origin on
  * another host needs a message for an accumulate, and the target-side MPIDIG handler would
  * not take the mutex): it stays amlapi_win.c's direct operations plus MPIDIG.
@@ -42,7 +43,9 @@
 typedef struct {
     uint64_t lock;
     uint32_t acc;               /* accumulate mutex: 0 free, 1 held */
-    char pad[64 - sizeof(uint64_t) - sizeof(uint32_t)];
+    uint32_t posts;             /* MPI_Win_post calls naming this rank, not yet started on */
+    uint32_t completes;         /* MPI_Win_complete calls to this rank, not yet waited for */
+    char pad[64 - sizeof(uint64_t) - 3 * sizeof(uint32_t)];
 } shm_ctl_t;
 
 struct shm_target {
@@ -299,6 +302,147 @@ int MPIDI_AMLAPI_win_unlock_all(MPIR_Win * win)
     MPIDIG_WIN(win, sync).assert_mode = 0;
     MPIDIG_WIN(win, sync).lockall.allLocked = 0;
     MPIDIG_WIN(win, sync).access_epoch_type = MPIDIG_EPOTYPE_NONE;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* ---- post/start/complete/wait: counters in the control segment ----------------------
+ * A post adds one to each origin's "posts", a start waits for as many as its group has
+ * targets; a complete adds one to each target's "completes", a wait waits for its group.
+ * MPI's rules keep the counts of successive epochs apart (a target cannot post again before
+ * its wait, which needs the origin's complete, which comes after the origin's start), as
+ * they do MPIDIG's message counts. The adds release this rank's earlier stores (its local
+ * writes before post, its operations before complete); the waits acquire them. */
+
+static int group_ranks(MPIR_Win * win, MPIR_Group * group, int **ranks)
+{
+    int mpi_errno = MPI_SUCCESS;
+    *ranks = MPL_malloc(MPL_MAX(group->size, 1) * sizeof(int), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!*ranks, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    mpi_errno = MPIDIG_fill_ranks_in_win_grp(win, group, *ranks);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static int signal_group(MPIR_Win * win, MPIR_Group * group, int completes)
+{
+    int mpi_errno, *ranks = NULL;
+    struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
+    mpi_errno = group_ranks(win, group, &ranks);
+    if (mpi_errno == MPI_SUCCESS)
+        for (int i = 0; i < group->size; i++)
+            __atomic_fetch_add(completes ? &s->t[ranks[i]].ctl->completes :
+                               &s->t[ranks[i]].ctl->posts, 1, __ATOMIC_RELEASE);
+    MPL_free(ranks);
+    return mpi_errno;
+}
+
+/* takes n from *count once it holds that many */
+static inline int take(uint32_t * count, uint32_t n)
+{
+    if (__atomic_load_n(count, __ATOMIC_ACQUIRE) < n)
+        return 0;
+    __atomic_fetch_sub(count, n, __ATOMIC_RELAXED);
+    return 1;
+}
+
+int MPIDI_AMLAPI_win_post(MPIR_Group * group, int assert, MPIR_Win * win)
+{
+    int mpi_errno = MPI_SUCCESS, epoch;
+    if (!shmwin(win))
+        return MPIDIG_mpi_win_post(group, assert, win);
+    epoch = MPIDIG_WIN(win, sync).exposure_epoch_type;
+    MPIR_ERR_CHKANDJUMP(epoch != MPIDIG_EPOTYPE_NONE && epoch != MPIDIG_EPOTYPE_REFENCE,
+                        mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
+    MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).pw.group != NULL, mpi_errno, MPI_ERR_GROUP,
+                        "**group");
+    if (!(assert & MPI_MODE_NOCHECK)) {
+        mpi_errno = signal_group(win, group, 0);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    MPIR_Group_add_ref(group);
+    MPIDIG_WIN(win, sync).pw.group = group;
+    MPIDIG_WIN(win, sync).exposure_epoch_type = MPIDIG_EPOTYPE_POST;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_win_start(MPIR_Group * group, int assert, MPIR_Win * win)
+{
+    int mpi_errno = MPI_SUCCESS, epoch;
+    struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
+    if (!s)
+        return MPIDIG_mpi_win_start(group, assert, win);
+    epoch = MPIDIG_WIN(win, sync).access_epoch_type;
+    MPIR_ERR_CHKANDJUMP(epoch != MPIDIG_EPOTYPE_NONE && epoch != MPIDIG_EPOTYPE_REFENCE,
+                        mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
+    MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).sc.group != NULL, mpi_errno, MPI_ERR_GROUP,
+                        "**group");
+    if (!(assert & MPI_MODE_NOCHECK)) {
+        uint32_t *posts = &s->t[win->comm_ptr->rank].ctl->posts;
+        MPIDIU_PROGRESS_WHILE(!take(posts, (uint32_t) group->size), 0);
+    }
+    MPIR_Group_add_ref(group);
+    MPIDIG_WIN(win, sync).sc.group = group;
+    MPIDIG_WIN(win, sync).access_epoch_type = MPIDIG_EPOTYPE_START;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_win_complete(MPIR_Win * win)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIR_Group *group;
+    if (!shmwin(win))
+        return MPIDIG_mpi_win_complete(win);
+    MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).access_epoch_type != MPIDIG_EPOTYPE_START,
+                        mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
+    group = MPIDIG_WIN(win, sync).sc.group;
+    mpi_errno = signal_group(win, group, 1);
+    MPIR_ERR_CHECK(mpi_errno);
+    MPIDIG_WIN(win, sync).access_epoch_type = MPIDIG_EPOTYPE_NONE;
+    MPIDIG_WIN(win, sync).sc.group = NULL;
+    MPIR_Group_release(group);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* wait (blocking) or test: ends the exposure epoch once every origin has completed */
+int MPIDI_AMLAPI_win_wait(MPIR_Win * win, int *flag)
+{
+    int mpi_errno = MPI_SUCCESS, done;
+    struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
+    MPIR_Group *group;
+    uint32_t *completes;
+    if (!s)
+        return flag ? MPIDIG_mpi_win_test(win, flag) : MPIDIG_mpi_win_wait(win);
+    MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).exposure_epoch_type != MPIDIG_EPOTYPE_POST,
+                        mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
+    group = MPIDIG_WIN(win, sync).pw.group;
+    completes = &s->t[win->comm_ptr->rank].ctl->completes;
+    if (flag) {
+        done = take(completes, (uint32_t) group->size);
+        *flag = done;
+        if (!done) {
+            mpi_errno = MPID_Progress_test(NULL);
+            goto fn_exit;
+        }
+    } else {
+        MPIDIU_PROGRESS_WHILE(!take(completes, (uint32_t) group->size), 0);
+    }
+    MPIDIG_WIN(win, sync).pw.group = NULL;
+    MPIDIG_WIN(win, sync).exposure_epoch_type = MPIDIG_EPOTYPE_NONE;
+    MPIR_Group_release(group);
   fn_exit:
     return mpi_errno;
   fn_fail:

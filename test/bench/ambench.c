@@ -240,15 +240,39 @@ static double rma(size_t size, int get, int sync, int bw, MPI_Win win)
 /* Issue 15's one-node measurement, on a window from MPI_Win_allocate (where an MPI may put
  * the memory in shared memory): put = lock-put-unlock per operation; get, accumulate
  * (MPI_SUM of longs), fetch_and_op (MPI_SUM, one long), compare_and_swap (one long) = one
- * lock_all around all of them and op + flush per operation. µs per operation. */
-enum { RW_PUT, RW_GET, RW_ACC, RW_FOP, RW_CAS };
+ * lock_all around all of them and op + flush per operation; put_lat_pscw: post/wait at rank 1,
+ * start/put/complete at rank 0 per operation. µs per operation. */
+enum { RW_PUT, RW_GET, RW_ACC, RW_FOP, RW_CAS, RW_PSCW };
 
 static double rma_alloc(size_t size, int what, MPI_Win win)
 {
     int i, n = iters_for(size, 5000), w = 50;
     int longs = size >= sizeof(long) ? (int) (size / sizeof(long)) : 1;
     double t0 = 0, t;
+    MPI_Group world, peer;
     MPI_Barrier(MPI_COMM_WORLD);
+    if (what == RW_PSCW) {
+        int other = 1 - rank;
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        MPI_Group_incl(world, 1, &other, &peer);
+        for (i = 0; rank < 2 && i < n + w; i++) {
+            if (i == w)
+                t0 = MPI_Wtime();
+            if (rank == 0) {
+                MPI_Win_start(peer, 0, win);
+                MPI_Put(sbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
+                MPI_Win_complete(win);
+            } else {
+                MPI_Win_post(peer, 0, win);
+                MPI_Win_wait(win);
+            }
+        }
+        t = MPI_Wtime() - t0;
+        MPI_Group_free(&peer);
+        MPI_Group_free(&world);
+        MPI_Barrier(MPI_COMM_WORLD);
+        return t * 1e6 / n;
+    }
     if (rank == 0 && what != RW_PUT)
         MPI_Win_lock_all(0, win);
     for (i = 0; rank == 0 && i < n + w; i++) {
@@ -342,6 +366,7 @@ static const struct bench benches[] = {
     {"acc_lat_alloc", "Latency (us)", "8,1024,4096,65536", K_RMAW, RW_ACC},
     {"fop_lat", "Latency (us)", "8", K_RMAW, RW_FOP},
     {"cas_lat", "Latency (us)", "8", K_RMAW, RW_CAS},
+    {"put_lat_pscw", "Latency (us)", "8,4096,65536", K_RMAW, RW_PSCW},
     {"put_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_FENCE, 0},
     {"put_lat_lock", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_LOCK, 0},
     {"get_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 1, RMA_FENCE, 0},

@@ -143,9 +143,10 @@ cvars:
         node (MPICH then puts its memory in one shared segment) does all of its RMA in shared
         memory: put, get and the accumulate family are copies and loads/stores at the
         target's memory, under a per-target mutex for accumulates, and MPI_Win_lock/unlock,
-        lock_all/unlock_all are atomic words in shared memory. No message and nothing from
-        the target: a target busy computing does not delay them. Fence and PSCW stay
-        MPIDIG's. 0: such windows use direct operations and MPIDIG like any other.
+        lock_all/unlock_all and post/start/complete/wait are atomic words in shared memory.
+        No message and nothing from the target: a target busy computing does not delay
+        them. Fence stays MPIDIG's (a barrier). 0: such windows use direct operations and
+        MPIDIG like any other.
 
     - name        : MPIR_CVAR_AMLAPI_LANES
       category    : CH4_AMLAPI

@@ -850,34 +850,15 @@ static inline int acc_fast(MPI_Datatype dt, MPI_Op op, const void *origin, char 
     }
 }
 
+/* fetch_and_op is get_accumulate of one element (its fast path is acc_fast's) */
 int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
                          int target_rank, MPI_Aint target_disp, MPI_Op op, MPIR_Win * win)
 {
-    int mpi_errno;
-    struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
-    struct shm_target *t;
-    char *addr;
-    MPI_Aint bytes;
-
-    if (!s)
+    if (!shmwin(win))
         return MPIDIG_mpi_fetch_and_op(origin_addr, result_addr, datatype, target_rank,
                                        target_disp, op, win);
-    mpi_errno = target_of(win, s, target_rank, target_disp, 1, datatype, &t, &addr, &bytes);
-    MPIR_ERR_CHECK(mpi_errno);
-    if (bytes > 0) {
-        acc_enter(t->ctl);
-        memcpy(result_addr, addr, bytes);
-        if (op != MPI_NO_OP && !acc_fast(datatype, op, origin_addr, addr, 1))
-            mpi_errno = MPIR_Typerep_op((void *) origin_addr, 1, datatype, addr, 1, datatype,
-                                        op, false, -1);
-        acc_exit(t->ctl);
-        MPIR_ERR_CHECK(mpi_errno);
-        pv_acc++;
-    }
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
+    return MPIDI_AMLAPI_rma_get_acc(origin_addr, 1, datatype, result_addr, 1, datatype,
+                                    target_rank, target_disp, 1, datatype, op, win, NULL);
 }
 
 int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void *result_addr,

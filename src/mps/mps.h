@@ -41,7 +41,8 @@ extern "C" {
 #define MPS_ERR_BUF_FOREIGN    8   /* the buffer belongs to another pool */
 #define MPS_ERR_BUF_UNKNOWN    9   /* the pointer is no pool buffer (or not its start) */
 #define MPS_ERR_BUF_NOT_OWNED 10   /* released while the I/O system owns it (twice released) */
-#define MPS_ERR_BUSY          11   /* finalize: buffers held by the application or data pending */
+#define MPS_ERR_BUSY          11   /* finalize: buffers held by the application or data pending;
+                                      get: the application holds every buffer */
 #define MPS_ERR_COMM          12   /* not a channel communicator made by MPS_Channel_create */
 #define MPS_ERR_MPI           13   /* an MPI call failed (detail names it) */
 #define MPS_ERR_NOMEM         14
@@ -76,7 +77,8 @@ int MPS_Process_get_rank(const char *name, int *rank);
  * While a receive pool lives, it takes every message the other end sends on that
  * communicator. */
 int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, MPS_pool_t *pool);
-/* blocking: waits for a free (send) or filled (receive) buffer */
+/* blocking: waits for a free (send) or filled (receive) buffer; MPS_ERR_BUSY at once when the
+ * application holds every buffer of the pool (nothing could ever free one) */
 int MPS_Buf_get(MPS_pool_t pool, void **p_buffer);
 /* non-blocking: MPS_EEMPTY (== EEMPTY) when none is available now */
 int MPS_Buf_tryget(MPS_pool_t pool, void **p_buffer);

@@ -214,6 +214,16 @@ static int get(MPS_pool_t pool, void **buf, double seconds, const char *fn)
         rc = try_take(p, buf);
         if (rc != MPS_EEMPTY)
             return rc;
+        if (seconds != 0) {
+            /* with every buffer in the application's hands nothing can free one: waiting
+             * would never end (single-threaded use; see mps.h) */
+            int held = 0;
+            for (int i = 0; i < p->bufcount; i++)
+                held += p->bufs[i].state == MPS_BUF_APP;
+            if (held == p->bufcount)
+                return mps_error(MPS_ERR_BUSY, "%s: the application holds all %d buffers of the pool of link '%s': "
+                                 "release one first (waiting would never end)", fn, held, link_of(p, s));
+        }
         if (seconds == 0)
             return mps_error(MPS_EEMPTY, "%s: every buffer of the pool of link '%s' is %s", fn, link_of(p, s),
                              p->way == MPS_SND ? "held by the application or in flight" : "held by the application or still waiting for data");

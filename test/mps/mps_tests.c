@@ -117,7 +117,10 @@ static void t_exhaust(void)
         EXPECT(MPS_Buf_get(p, &b[1]), MPS_SUCCESS);
         EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
         EXPECT(MPS_Buf_tryget(p, &x), EEMPTY);
-        EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_TIMEOUT);
+        /* all held by the application: waiting could never end */
+        EXPECT(MPS_Buf_get(p, &x), MPS_ERR_BUSY);
+        DETAIL_HAS("holds all 2 buffers");
+        EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_BUSY);
         MPI_Barrier(MPI_COMM_WORLD);     /* the receiver has seen its pool empty */
         for (int i = 0; i < 2; i++) {
             fill(b[i], bs, i);
@@ -131,6 +134,7 @@ static void t_exhaust(void)
         }
         ctl_recv();     /* the receiver holds both its buffers: no receive is posted */
         EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
+        EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_TIMEOUT);  /* both sends in flight */
         ctl_send();
         /* blocks until the receiver releases a buffer and the send lands in it */
         EXPECT(MPS_Buf_get(p, &x), MPS_SUCCESS);
@@ -150,6 +154,7 @@ static void t_exhaust(void)
             check_fill(b[i], bs, i);
         }
         EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
+        EXPECT(MPS_Buf_get(p, &x), MPS_ERR_BUSY);      /* it holds both: no receive is posted */
         ctl_send();
         ctl_recv();     /* the sender saw its pool empty */
         for (int i = 0; i < 2; i++) {

@@ -121,8 +121,9 @@ int ct_bcast_trees(ct_sched *s, const ct_topo *t, int me, int root, int64_t coun
         double per = (double) count / ncol * (double) elem_size;
         /* (chunks + depth - 1) * (chunk time + overhead), minimised */
         double cb = sqrt(per * (m.msg_overhead + m.hop_lat) * m.link_bw / depth);
-        if (cb < 1024)
-            cb = 1024;
+        /* at least 8 KiB: each message costs the executor a wait (and a simulator host time) */
+        if (cb < 8192)
+            cb = 8192;
         chunk = (int64_t) (cb / (double) elem_size) + 1;
     }
     /* per colour: my parent and children ranks (node representatives) */
@@ -173,6 +174,10 @@ int ct_bcast_trees(ct_sched *s, const ct_topo *t, int me, int root, int64_t coun
             maxchunks = nch;
     }
     int myrep = node_rank(t, mc, rt);
+    int lastsend[6][6];
+    for (int ci = 0; ci < 6; ci++)
+        for (int x = 0; x < 6; x++)
+            lastsend[ci][x] = -1;
     /* chunk-major, colour-minor on every rank, so messages between two ranks come in the same
      * order on both sides */
     for (int64_t q = 0; q < maxchunks; q++) {
@@ -188,8 +193,14 @@ int ct_bcast_trees(ct_sched *s, const ct_topo *t, int me, int root, int64_t coun
             }
             if (parent[ci] >= 0)
                 ct_recv(s, CT_BUF_RECV, clo, chi - clo, parent[ci]);
-            for (int x = 0; x < nchild[ci]; x++)
-                ct_send(s, CT_BUF_RECV, clo, chi - clo, child[ci][x]);
+            /* one chunk in flight per child: the next waits for this one's completion, so
+             * a link carries chunks one after the other and each hop forwards as soon as a
+             * chunk is whole (all at once, they would share the link and arrive together,
+             * and the tree would store and forward the whole message hop by hop) */
+            for (int x = 0; x < nchild[ci]; x++) {
+                ct_next_dep(s, lastsend[ci][x]);
+                lastsend[ci][x] = ct_send(s, CT_BUF_RECV, clo, chi - clo, child[ci][x]);
+            }
             for (int tt = 0; tt < t->dims[3]; tt++)
                 if (tt != rt)
                     ct_send(s, CT_BUF_RECV, clo, chi - clo, node_rank(t, mc, tt));

@@ -100,7 +100,8 @@ int ct_mpi_run(const ct_sched *s, MPI_Comm comm, int tag_base, const void *sendb
         if (ndone == n)
             break;
         int outc;
-        rc = MPI_Waitsome(nreq, reqs, &outc, idx, sts);
+        rc = MPI_Waitany(nreq, reqs, &idx[0], sts);
+        outc = 1;
         if (rc != MPI_SUCCESS)
             goto out;
         for (int k = 0; k < outc; k++) {

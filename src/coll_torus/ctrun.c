@@ -141,7 +141,11 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     for (int ci = 0; ci < NCOLL; ci++) {
-        if (!strstr(collarg, colls[ci]))
+        char want[128];
+        snprintf(want, sizeof want, ",%s,", collarg);
+        char key[32];
+        snprintf(key, sizeof key, ",%s,", colls[ci]);
+        if (!strstr(want, key))
             continue;
         int c = collid[ci];
         for (int si = 0; si < nsizes; si++) {

@@ -23,8 +23,15 @@
 
 /* Reduce-scatter of [lo, hi) over a ring of dimension d in direction dir; data in RECV,
  * scratch in TMP at the same offsets. Leaves my block in [*nlo, *nhi). */
+/* the sends wait for steps [sync0, sync1) too (the previous level of every part) */
+static void sync_deps(ct_sched *s, int sync0, int sync1)
+{
+    for (int x = sync0; x < sync1; x++)
+        ct_next_dep(s, x);
+}
+
 static void ring_rs(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64_t lo, int64_t hi,
-                    int64_t *nlo, int64_t *nhi)
+                    int64_t *nlo, int64_t *nhi, int sync0, int sync1)
 {
     int n = t->dims[d], p = t->coords[me][d];
     int v = ct_ring_v(p, n, dir);
@@ -35,8 +42,10 @@ static void ring_rs(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64
         int sb = ((v - st) % n + n) % n, rb = ((v - st - 1) % n + n) % n;
         int64_t slo = lo + ct_part_lo(len, n, sb), shi = lo + ct_part_lo(len, n, sb + 1);
         int64_t rlo = lo + ct_part_lo(len, n, rb), rhi = lo + ct_part_lo(len, n, rb + 1);
-        if (shi > slo)
+        if (shi > slo) {
+            sync_deps(s, sync0, sync1);
             ct_send(s, CT_BUF_RECV, slo, shi - slo, next);
+        }
         if (rhi > rlo) {
             ct_recv(s, CT_BUF_TMP, rlo, rhi - rlo, prev);
             ct_reduce(s, 0, CT_BUF_RECV, rlo, CT_BUF_TMP, rlo, rhi - rlo);
@@ -48,7 +57,8 @@ static void ring_rs(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64
 }
 
 /* Allgather over the same ring: I hold block (v + 1) of [lo, hi) */
-static void ring_ag(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64_t lo, int64_t hi)
+static void ring_ag(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64_t lo, int64_t hi,
+                    int sync0, int sync1)
 {
     int n = t->dims[d], p = t->coords[me][d];
     int v = ct_ring_v(p, n, dir);
@@ -59,8 +69,10 @@ static void ring_ag(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64
         int sb = ((v + 1 - st) % n + n) % n, rb = ((v - st) % n + n) % n;
         int64_t slo = lo + ct_part_lo(len, n, sb), shi = lo + ct_part_lo(len, n, sb + 1);
         int64_t rlo = lo + ct_part_lo(len, n, rb), rhi = lo + ct_part_lo(len, n, rb + 1);
-        if (shi > slo)
+        if (shi > slo) {
+            sync_deps(s, sync0, sync1);
             ct_send(s, CT_BUF_RECV, slo, shi - slo, next);
+        }
         if (rhi > rlo)
             ct_recv(s, CT_BUF_RECV, rlo, rhi - rlo, prev);
     }
@@ -85,17 +97,35 @@ int ct_allreduce_rsag(ct_sched *s, const ct_topo *t, int me, int64_t count, size
     if ((rc = ct_sched_init(s, me, t->nranks, elem_size)))
         return rc;
     ct_copy(s, CT_BUF_RECV, 0, CT_BUF_SEND, 0, count);
-    int np = ct_nparts(t);
+    /* Level by level, every part at once: at each level the parts use disjoint link
+     * directions (part j's level-i dimension and direction differ from every other part's),
+     * and a level's sends wait for all of the previous level here, so a part running late
+     * does not share its links with another part's next level. */
+    int np = ct_nparts(t), L = 0;
+    int ord[2 * CT_MAXDIMS][CT_MAXDIMS], dir[2 * CT_MAXDIMS];
+    int64_t lo[2 * CT_MAXDIMS][CT_MAXDIMS + 1], hi[2 * CT_MAXDIMS][CT_MAXDIMS + 1];
     for (int j = 0; j < np; j++) {
-        int ord[CT_MAXDIMS], dir, L = ct_part_order(t, j, ord, &dir);
-        ct_set_chan(s, j);
-        int64_t lo[CT_MAXDIMS + 1], hi[CT_MAXDIMS + 1];
-        lo[0] = ct_part_lo(count, np, j);
-        hi[0] = ct_part_lo(count, np, j + 1);
-        for (int i = 0; i < L; i++)
-            ring_rs(s, t, me, ord[i], dir, lo[i], hi[i], &lo[i + 1], &hi[i + 1]);
-        for (int i = L - 1; i >= 0; i--)
-            ring_ag(s, t, me, ord[i], dir, lo[i], hi[i]);
+        L = ct_part_order(t, j, ord[j], &dir[j]);
+        lo[j][0] = ct_part_lo(count, np, j);
+        hi[j][0] = ct_part_lo(count, np, j + 1);
+    }
+    int sync0 = 0, sync1 = 0;
+    for (int i = 0; i < L; i++) {
+        int first = s->nsteps;
+        for (int j = 0; j < np; j++) {
+            ct_set_chan(s, j);
+            ring_rs(s, t, me, ord[j][i], dir[j], lo[j][i], hi[j][i], &lo[j][i + 1], &hi[j][i + 1],
+                    sync0, sync1);
+        }
+        sync0 = first, sync1 = s->nsteps;
+    }
+    for (int i = L - 1; i >= 0; i--) {
+        int first = s->nsteps;
+        for (int j = 0; j < np; j++) {
+            ct_set_chan(s, j);
+            ring_ag(s, t, me, ord[j][i], dir[j], lo[j][i], hi[j][i], sync0, sync1);
+        }
+        sync0 = first, sync1 = s->nsteps;
     }
     return ct_sched_finish(s);
 }
@@ -123,7 +153,7 @@ int ct_reduce_rsg(ct_sched *s, const ct_topo *t, int me, int root, int64_t count
         lo[0] = ct_part_lo(count, np, j);
         hi[0] = ct_part_lo(count, np, j + 1);
         for (int i = 0; i < L; i++)
-            ring_rs(s, t, me, ord[i], dir, lo[i], hi[i], &lo[i + 1], &hi[i + 1]);
+            ring_rs(s, t, me, ord[i], dir, lo[i], hi[i], &lo[i + 1], &hi[i + 1], 0, 0);
         /* gather, last dimension first: at level i, the ranks whose coordinates in ord[i+1..]
          * are the root's send their block to the line's root position */
         for (int i = L - 1; i >= 0; i--) {

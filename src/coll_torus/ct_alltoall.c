@@ -88,6 +88,21 @@ int ct_alltoall_shift(ct_sched *s, const ct_topo *t, int me, int64_t count, size
                 to[d] = (mc[d] + dl[d]) % t->dims[d];
                 from[d] = (mc[d] - dl[d] + t->dims[d]) % t->dims[d];
             }
+            /* a shift of half a ring in some dimension: SimGrid routes it up from every
+             * position but the middle one, so those links would carry 25 % (ring of 8) to
+             * 50 % (ring of 4) more than the others. Half of such a message goes the other
+             * way round instead, through a relay: to me + d' (d' = d with n/2 + 1 in each
+             * tied dimension: down), which forwards it one hop down in each tied dimension. */
+            int tie = 0, via[3], back[3];
+            for (int d = 0; d < 3; d++) {
+                via[d] = dl[d];
+                if (T == 1 && t->wrap[d] && t->dims[d] > 2 && t->dims[d] % 2 == 0 &&
+                    dl[d] == t->dims[d] / 2) {
+                    tie = 1;
+                    via[d] = t->dims[d] / 2 + 1;
+                }
+                back[d] = (dl[d] - via[d] + t->dims[d]) % t->dims[d];
+            }
             for (int tt = 0; tt < T; tt++) {
                 to[3] = from[3] = (mc[3] + tt) % T;
                 int dst = ct_topo_rank(t, to), src = ct_topo_rank(t, from);
@@ -95,12 +110,37 @@ int ct_alltoall_shift(ct_sched *s, const ct_topo *t, int me, int64_t count, size
                     ct_copy(s, CT_BUF_RECV, (int64_t) me * count, CT_BUF_SEND, (int64_t) me * count, count);
                     continue;
                 }
+                int64_t h = tie ? count / 2 : count;
+                ct_set_chan(s, 0);
                 for (int x = lo; x < hi; x++)
                     ct_next_dep(s, x);
-                ct_send(s, CT_BUF_SEND, (int64_t) dst * count, count, dst);
+                ct_send(s, CT_BUF_SEND, (int64_t) dst * count, h, dst);
                 for (int x = lo; x < hi; x++)
                     ct_next_dep(s, x);
-                ct_recv(s, CT_BUF_RECV, (int64_t) src * count, count, src);
+                ct_recv(s, CT_BUF_RECV, (int64_t) src * count, h, src);
+                if (!tie || h == count)
+                    continue;
+                /* rel: my relay; rs: whom I relay for, rd: to whom; rr: my source's relay */
+                int c1[CT_MAXDIMS], c2[CT_MAXDIMS], c3[CT_MAXDIMS], c4[CT_MAXDIMS];
+                for (int d = 0; d < 3; d++) {
+                    int n = t->dims[d];
+                    c1[d] = (mc[d] + via[d]) % n;
+                    c2[d] = (mc[d] - via[d] + n) % n;
+                    c3[d] = (mc[d] + back[d]) % n;
+                    c4[d] = (mc[d] - back[d] + n) % n;
+                }
+                c1[3] = c2[3] = c3[3] = c4[3] = 0;
+                int rel = ct_topo_rank(t, c1), rs = ct_topo_rank(t, c2);
+                int rd = ct_topo_rank(t, c3), rr = ct_topo_rank(t, c4);
+                int64_t slot = (int64_t) si * (count - h);      /* relay scratch per shift */
+                ct_set_chan(s, 2);
+                for (int x = lo; x < hi; x++)
+                    ct_next_dep(s, x);
+                ct_send(s, CT_BUF_SEND, (int64_t) dst * count + h, count - h, rel);
+                ct_recv(s, CT_BUF_TMP, slot, count - h, rs);
+                ct_set_chan(s, 1);
+                ct_send(s, CT_BUF_TMP, slot, count - h, rd);
+                ct_recv(s, CT_BUF_RECV, (int64_t) src * count + h, count - h, rr);
             }
         }
     }

@@ -121,9 +121,13 @@ int ct_bcast_trees(ct_sched *s, const ct_topo *t, int me, int root, int64_t coun
         double per = (double) count / ncol * (double) elem_size;
         /* (chunks + depth - 1) * (chunk time + overhead), minimised */
         double cb = sqrt(per * (m.msg_overhead + m.hop_lat) * m.link_bw / depth);
-        /* at least 8 KiB: each message costs the executor a wait (and a simulator host time) */
-        if (cb < 8192)
-            cb = 8192;
+        /* at least 4 KiB (1 KiB for a colour's share under 64 KiB, where the pipeline's
+         * depth dominates): each message costs the executor a wait (and the simulator host
+         * time); on 8x8x8, 8 KiB chunks left 1 MiB at 50 % of the six-tree bound, the
+         * pipeline filling 22 hops deep */
+        double floor = per / 16 < 1024 ? 1024 : per / 16 > 4096 ? 4096 : per / 16;
+        if (cb < floor)
+            cb = floor;
         chunk = (int64_t) (cb / (double) elem_size) + 1;
     }
     /* per colour: my parent and children ranks (node representatives) */

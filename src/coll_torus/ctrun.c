@@ -4,7 +4,9 @@
  * time_us is the median over --reps of the slowest rank's time. Built with mpicc or smpicc.
  *
  *   ctrun [--shape=8x8x8] [--coll=bcast,allreduce,...] [--sizes=8,1024,...] [--impl=ct,mpi]
- *         [--reps=N] [--root=R] [--check-mpi]
+ *         [--reps=N] [--root=R] [--check-mpi] [--window=N] [--chunk=BYTES] [--no-check]
+ * --window and --chunk override the generators' choices (alltoall rounds in flight, bcast
+ * chunk size), for tuning.
  * Every run's result is checked against the values it must have, ours and MPI's alike.
  * --check-mpi: every collective (reduce too) at a few sizes, root the last rank; exit 1 on
  * any wrong result. Elements are 8-byte integers (sums are exact); a size is in bytes per
@@ -85,6 +87,7 @@ int main(int argc, char **argv)
     const char *shape = NULL, *collarg = "bcast,allreduce,allgather,alltoall,barrier";
     char sizes_s[512] = "8,1024,65536,1048576";
     int impls = 3, reps = 1, root = 0, checkmpi = 0, check = 1;
+    ct_params prm = { 0, 1, 0 };
     for (int a = 1; a < argc; a++) {
         if (!strncmp(argv[a], "--shape=", 8))
             shape = argv[a] + 8;
@@ -102,6 +105,10 @@ int main(int argc, char **argv)
             root = atoi(argv[a] + 7);
         else if (!strcmp(argv[a], "--check-mpi"))
             checkmpi = 1;
+        else if (!strncmp(argv[a], "--window=", 9))
+            prm.window = atoi(argv[a] + 9);
+        else if (!strncmp(argv[a], "--chunk=", 8))
+            prm.chunk_elems = atoll(argv[a] + 8) / 8;
         else if (!strcmp(argv[a], "--no-check"))
             check = 0;
         else if (!strncmp(argv[a], "--cfg=", 6))
@@ -162,8 +169,7 @@ int main(int argc, char **argv)
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
             ct_sched s;
-            ct_params p = { 0, 1, 0 };
-            int na = ct_select(&s, c, &t, rank, root, count, 8, &p);
+            int na = ct_select(&s, c, &t, rank, root, count, 8, &prm);
             for (int impl = 0; impl < 2; impl++) {
                 if (!(impls >> impl & 1))
                     continue;

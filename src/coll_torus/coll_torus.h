@@ -136,6 +136,8 @@ int ct_allgather(ct_sched *s, const ct_topo *t, int me, int64_t count, size_t el
                  const ct_params *p);
 int ct_alltoall_shift(ct_sched *s, const ct_topo *t, int me, int64_t count, size_t elem_size,
                       const ct_params *p);
+int ct_alltoall_dims(ct_sched *s, const ct_topo *t, int me, int64_t count, size_t elem_size,
+                     const ct_params *p);
 int ct_barrier_lines(ct_sched *s, const ct_topo *t, int me, const ct_params *p);
 
 /* The choice an executor makes: the best applicable schedule for a collective, or

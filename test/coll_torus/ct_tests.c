@@ -244,11 +244,12 @@ static int check_races(const ct_sched *s, char *err, size_t elen)
 
 /* ---- running one collective ------------------------------------------------------------ */
 enum { K_BCAST_TREES, K_BCAST_DIMTREE, K_ALLREDUCE_RSAG, K_ALLREDUCE_LINES, K_REDUCE,
-       K_ALLGATHER, K_ALLGATHERV, K_ALLTOALL, K_BARRIER, K_SELECT_BCAST, K_SELECT_ALLREDUCE };
+       K_ALLGATHER, K_ALLGATHERV, K_ALLTOALL, K_BARRIER, K_SELECT_BCAST, K_SELECT_ALLREDUCE,
+       K_ALLTOALL_DIMS };
 static const char *kname[] = { "bcast_trees", "bcast_dimtree", "allreduce_rsag",
                                "allreduce_lines", "reduce_rsg", "allgather", "allgatherv",
                                "alltoall_shift", "barrier_lines", "select(bcast)",
-                               "select(allreduce)" };
+                               "select(allreduce)", "alltoall_dims" };
 
 static int gen(int kind, ct_sched *s, const ct_topo *t, int me, int root, int64_t count,
                const int64_t *vc, const int64_t *vd, const ct_params *p)
@@ -276,6 +277,8 @@ static int gen(int kind, ct_sched *s, const ct_topo *t, int me, int root, int64_
         return ct_select(s, CT_COLL_BCAST, t, me, root, count, 8, p);
     case K_SELECT_ALLREDUCE:
         return ct_select(s, CT_COLL_ALLREDUCE, t, me, root, count, 8, p);
+    case K_ALLTOALL_DIMS:
+        return ct_alltoall_dims(s, t, me, count, 8, p);
     }
     return CT_ERR_INVALID;
 }
@@ -326,7 +329,7 @@ static int run_one(int kind, const ct_topo *t, int root, int64_t count, const ct
                 sz = sc[r]->tmp_elems;
             else if (kind == K_ALLGATHER || kind == K_ALLGATHERV)
                 sz = b == CT_BUF_SEND ? vc[r] : vtot;
-            else if (kind == K_ALLTOALL)
+            else if (kind == K_ALLTOALL || kind == K_ALLTOALL_DIMS)
                 sz = count * P;
             else if (kind == K_BARRIER)
                 sz = 0;
@@ -422,6 +425,7 @@ static int run_one(int kind, const ct_topo *t, int root, int64_t count, const ct
                 }
             break;
         case K_ALLTOALL:
+        case K_ALLTOALL_DIMS:
             for (int q = 0; q < P && !rc; q++)
                 for (int64_t i = 0; i < count && !rc; i++) {
                     sym *e = &rb[q * count + i];
@@ -604,6 +608,12 @@ static void t_alltoall(void)
     int64_t counts[] = { 0, 1, 3 };
     ct_params ps[] = { { 0, 1, 1 }, { 0, 1, 2 }, { 0, 1, 5 } };
     for_shapes(K_ALLTOALL, 0, counts, 3, ps, 3);
+}
+
+static void t_alltoall_dims(void)
+{
+    int64_t counts[] = { 0, 1, 3, 7 };
+    for_shapes(K_ALLTOALL_DIMS, 0, counts, 4, &P_DEF, 1);
 }
 
 static void t_barrier(void)
@@ -965,6 +975,7 @@ static struct {
     { "bcast_disjoint", t_bcast_disjoint }, { "allreduce_rsag", t_allreduce_rsag },
     { "allreduce_lines", t_allreduce_lines }, { "reduce_rsg", t_reduce },
     { "allgather", t_allgather }, { "allgatherv", t_allgatherv }, { "alltoall", t_alltoall },
+    { "alltoall_dims", t_alltoall_dims },
     { "barrier", t_barrier }, { "select", t_select },
     { "noncommutative", t_noncommutative_refused },
 };

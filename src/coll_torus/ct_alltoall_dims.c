@@ -9,7 +9,8 @@
  * move phase by phase in step (a phase's sends wait for the previous phase of every part), so
  * at any time each dimension carries one part. A message to the rank half a ring away goes
  * half direct and half the other way round through a relay (SimGrid routes every such
- * message up except from the middle position, overloading the up links).
+ * message up except from the middle position, which would load the up links 25 % (ring of
+ * 8) to 50 % (ring of 4) above the others).
  *
  * Layout of part j's P slots (each part_len elements): a slot index is a mixed-radix number
  * whose digit l (dimension o_l, o_0 fastest) is, before phase l, the destination's coordinate
@@ -45,7 +46,7 @@ int ct_alltoall_dims(ct_sched *s, const ct_topo *t, int me, int64_t count, size_
         plen[j] = ct_part_lo(count, nparts, j + 1) - ct_part_lo(count, nparts, j);
         /* per part: slots A, a send area and a receive area, P slots each, and relay space */
         base[j] = tmpbase;
-        tmpbase += 4 * (int64_t) P * plen[j];
+        tmpbase += 5 * (int64_t) P * plen[j];
     }
     /* initial: my block for destination r into slot (r's coordinates) */
     for (int j = 0; j < nparts; j++) {
@@ -88,19 +89,31 @@ int ct_alltoall_dims(ct_sched *s, const ct_topo *t, int me, int64_t count, size_
                 ct_send(s, CT_BUF_TMP, SA + (int64_t) q * per * plen[j], h, to);
                 ct_recv(s, CT_BUF_TMP, RA + (int64_t) from * per * plen[j], h, fr);
                 if (h != msg) {
-                    /* the other half: down through the relay n/2 - 1 below me, which passes
-                     * it one hop down; I relay for the rank n/2 - 1 above me */
-                    int rel = ct_rank_with(t, me, d, (pos - (n / 2 - 1) + n) % n);
-                    int rfor = ct_rank_with(t, me, d, (pos + (n / 2 - 1)) % n);
-                    int rto = ct_rank_with(t, me, d, (pos + n - 1) % n);     /* rfor + n/2 */
-                    int rfrom = ct_rank_with(t, me, d, (pos + 1) % n);       /* from's relay */
+                    /* The other half goes the other way round, through a relay: the rank
+                     * n/2 - 1 below (n/2 - 1 above for the middle position, whose direct
+                     * half SimGrid already routes down), which passes it on the one hop
+                     * left. Then both directions of every link carry the same load. */
+                    int half = n / 2;
+#define CT_REL(x) ((x) == half ? ((x) + half - 1) % n : ((x) - (half - 1) + n) % n)
+                    int64_t hoff = SA + (int64_t) q * per * plen[j] + h, hl = msg - h;
                     ct_set_chan(s, 4 + j);
                     for (int x = sync0; x < sync1; x++)
                         ct_next_dep(s, x);
-                    ct_send(s, CT_BUF_TMP, SA + (int64_t) q * per * plen[j] + h, msg - h, rel);
-                    ct_recv(s, CT_BUF_TMP, RL, msg - h, rfor);
-                    ct_send(s, CT_BUF_TMP, RL, msg - h, rto);
-                    ct_recv(s, CT_BUF_TMP, RA + (int64_t) from * per * plen[j] + h, msg - h, rfrom);
+                    ct_send(s, CT_BUF_TMP, hoff, hl, ct_rank_with(t, me, d, CT_REL(pos)));
+                    /* the ranks I relay for */
+                    int rf[2], nrf = 0;
+                    int s1 = (pos + half - 1) % n, s2 = (pos - (half - 1) + n) % n;
+                    if (CT_REL(s1) == pos)
+                        rf[nrf++] = s1;
+                    if (s2 != s1 && CT_REL(s2) == pos)
+                        rf[nrf++] = s2;
+                    for (int x = 0; x < nrf; x++)
+                        ct_recv(s, CT_BUF_TMP, RL + x * hl, hl, ct_rank_with(t, me, d, rf[x]));
+                    for (int x = 0; x < nrf; x++)
+                        ct_send(s, CT_BUF_TMP, RL + x * hl, hl, ct_rank_with(t, me, d, (rf[x] + half) % n));
+                    ct_recv(s, CT_BUF_TMP, RA + (int64_t) from * per * plen[j] + h, hl,
+                            ct_rank_with(t, me, d, CT_REL(from)));
+#undef CT_REL
                     ct_set_chan(s, j);
                 }
             }

@@ -19,6 +19,7 @@
  *
  * ct_bcast_dimtree: for small messages, a binomial tree along each dimension in turn (x lines
  * through the root, then y lines through those, ...): log2(P) steps, each a short hop. */
+/* (the root of a line has q = 0: its "lowest bit" is the first power of two >= n) */
 #include "ct_algo_int.h"
 
 #include <math.h>
@@ -233,14 +234,20 @@ int ct_bcast_dimtree(ct_sched *s, const ct_topo *t, int me, int root, int64_t co
         if (!in)
             continue;
         int q = (mc[d] - r[d] + n) % n;
-        for (int mask = 1; mask < n; mask <<= 1) {
-            if (q < mask) {
-                if (q + mask < n)
-                    ct_send(s, CT_BUF_RECV, 0, count, ct_rank_with(t, me, d, (r[d] + q + mask) % n));
-            } else if (q < 2 * mask) {
-                ct_recv(s, CT_BUF_RECV, 0, count, ct_rank_with(t, me, d, (r[d] + q - mask) % n));
+        /* receive from q minus q's lowest bit; then send to q + m for the lower bits m,
+         * farthest first and one after the other (all at once they would share the first
+         * links of their common route) */
+        int mask = 1;
+        while (mask < n && !(q & mask))
+            mask <<= 1;
+        if (q)
+            ct_recv(s, CT_BUF_RECV, 0, count, ct_rank_with(t, me, d, (r[d] + q - mask) % n));
+        int prev = -1;
+        for (int m = mask >> 1; m >= 1; m >>= 1)
+            if (q + m < n) {
+                ct_next_dep(s, prev);
+                prev = ct_send(s, CT_BUF_RECV, 0, count, ct_rank_with(t, me, d, (r[d] + q + m) % n));
             }
-        }
     }
     return ct_sched_finish(s);
 }

@@ -13,7 +13,7 @@
  *
  * ct_allreduce_lines (small data, any operation): dimension by dimension (x, y, z, t), every
  * rank sends its vector to the other ranks of its line and combines what it receives in line
- * order. With ranks in lexicographic order of the coordinates (XYZT: x fastest; or TXYZ when
+ * order (a line whose length is a power of two does recursive doubling instead). With ranks in lexicographic order of the coordinates (XYZT: x fastest; or TXYZ when
  * ranks are placed node by node) and the dimensions taken fastest first, each line's ranks
  * are consecutive blocks of ranks, so the result is combined in rank order, as MPI demands
  * of a non-commutative operation. */
@@ -205,6 +205,17 @@ int ct_allreduce_lines(ct_sched *s, const ct_topo *t, int me, int64_t count, siz
         int d = ord[i], n = t->dims[d], pos = t->coords[me][d];
         if (n == 1)
             continue;
+        if (!(n & (n - 1))) {
+            /* a power of two: recursive doubling along the line, log2(n) exchanges with
+             * partners 1, 2, 4... positions away; the lower half's value goes on the left */
+            for (int mask = 1; mask < n; mask <<= 1) {
+                int q = pos ^ mask, pr = ct_rank_with(t, me, d, q);
+                ct_send(s, CT_BUF_RECV, 0, count, pr);
+                ct_recv(s, CT_BUF_TMP, 0, count, pr);
+                ct_reduce(s, q > pos, CT_BUF_RECV, 0, CT_BUF_TMP, 0, count);
+            }
+            continue;
+        }
         for (int k = 1; k < n; k++) {
             int q = (pos + k) % n;
             ct_send(s, CT_BUF_RECV, 0, count, ct_rank_with(t, me, d, q));

@@ -24,68 +24,89 @@ int ct_allgatherv(ct_sched *s, const ct_topo *t, int me, const int64_t *counts,
     int rc = ct_sched_init(s, me, P, elem_size);
     if (rc)
         return rc;
-    int *rk = malloc(sizeof(int) * (size_t) P);
-    int64_t *pre = malloc(sizeof(int64_t) * (size_t) (P + 1));
+    int np = ct_nparts(t);
+    int *rk = malloc(sizeof(int) * (size_t) P * (size_t) np);
+    int64_t *pre = malloc(sizeof(int64_t) * (size_t) (P + 1) * (size_t) np);
     if (!rk || !pre) {
         free(rk);
         free(pre);
         ct_sched_free(s);
         return ct_set_error(CT_ERR_NOMEM, "out of memory");
     }
-    int np = ct_nparts(t);
-    int64_t base = 0;
     const int *mc = t->coords[me];
+    int ord[2 * CT_MAXDIMS][CT_MAXDIMS], dir[2 * CT_MAXDIMS], L = 0;
+    int stride[2 * CT_MAXDIMS][CT_MAXDIMS + 1];
+    int64_t base[2 * CT_MAXDIMS + 1];
+    base[0] = 0;
     for (int j = 0; j < np; j++) {
-        int ord[CT_MAXDIMS], dir, L = ct_part_order(t, j, ord, &dir);
-        ct_set_chan(s, j);
-        int stride[CT_MAXDIMS + 1];
-        stride[0] = 1;
+        int *rkj = rk + (size_t) j * P;
+        int64_t *prej = pre + (size_t) j * (P + 1);
+        L = ct_part_order(t, j, ord[j], &dir[j]);
+        stride[j][0] = 1;
         for (int i = 0; i < L; i++)
-            stride[i + 1] = stride[i] * t->dims[ord[i]];
+            stride[j][i + 1] = stride[j][i] * t->dims[ord[j][i]];
         /* part order index -> rank, and prefix sums of part j's lengths */
         int myidx = 0;
         for (int r = 0; r < P; r++) {
             int idx = 0;
             for (int i = 0; i < L; i++)
-                idx += t->coords[r][ord[i]] * stride[i];
-            rk[idx] = r;
+                idx += t->coords[r][ord[j][i]] * stride[j][i];
+            rkj[idx] = r;
             if (r == me)
                 myidx = idx;
         }
-        pre[0] = 0;
+        prej[0] = 0;
         for (int idx = 0; idx < P; idx++) {
-            int r = rk[idx];
-            pre[idx + 1] = pre[idx] + ct_part_lo(counts[r], np, j + 1) - ct_part_lo(counts[r], np, j);
+            int r = rkj[idx];
+            prej[idx + 1] = prej[idx] + ct_part_lo(counts[r], np, j + 1) - ct_part_lo(counts[r], np, j);
         }
-        int64_t mylen = pre[myidx + 1] - pre[myidx];
+        base[j + 1] = base[j] + prej[P];
+        int64_t mylen = prej[myidx + 1] - prej[myidx];
         if (mylen)
-            ct_copy(s, CT_BUF_TMP, base + pre[myidx], CT_BUF_SEND, ct_part_lo(counts[me], np, j), mylen);
-        for (int i = 0; i < L; i++) {
-            int d = ord[i], n = t->dims[d], pos = mc[d];
+            ct_copy(s, CT_BUF_TMP, base[j] + prej[myidx], CT_BUF_SEND,
+                    ct_part_lo(counts[me], np, j), mylen);
+    }
+    /* level by level, every part at once (their level-i rings use distinct link
+     * directions); a level's sends wait for all of the previous level here, so a part
+     * running late does not share links with another part's next, larger level */
+    int sync0 = 0, sync1 = 0;
+    for (int i = 0; i < L; i++) {
+        int first = s->nsteps;
+        for (int j = 0; j < np; j++) {
+            int64_t *prej = pre + (size_t) j * (P + 1);
+            ct_set_chan(s, j);
+            int d = ord[j][i], n = t->dims[d], pos = mc[d], sti = stride[j][i];
             int gbase = 0;
             for (int l = i + 1; l < L; l++)
-                gbase += mc[ord[l]] * stride[l];
-            int v = ct_ring_v(pos, n, dir);
-            int next = ct_rank_with(t, me, d, ct_ring_pos(v + 1, n, dir));
-            int prev = ct_rank_with(t, me, d, ct_ring_pos(v - 1, n, dir));
+                gbase += mc[ord[j][l]] * stride[j][l];
+            int v = ct_ring_v(pos, n, dir[j]);
+            int next = ct_rank_with(t, me, d, ct_ring_pos(v + 1, n, dir[j]));
+            int prev = ct_rank_with(t, me, d, ct_ring_pos(v - 1, n, dir[j]));
             for (int st = 0; st < n - 1; st++) {
-                int sq = ct_ring_pos(v - st, n, dir), rq = ct_ring_pos(v - st - 1, n, dir);
-                int s0 = gbase + sq * stride[i], r0 = gbase + rq * stride[i];
-                int64_t slo = pre[s0], shi = pre[s0 + stride[i]];
-                int64_t rlo = pre[r0], rhi = pre[r0 + stride[i]];
-                if (shi > slo)
-                    ct_send(s, CT_BUF_TMP, base + slo, shi - slo, next);
+                int sq = ct_ring_pos(v - st, n, dir[j]), rq = ct_ring_pos(v - st - 1, n, dir[j]);
+                int s0 = gbase + sq * sti, r0 = gbase + rq * sti;
+                int64_t slo = prej[s0], shi = prej[s0 + sti];
+                int64_t rlo = prej[r0], rhi = prej[r0 + sti];
+                if (shi > slo) {
+                    for (int x = sync0; x < sync1; x++)
+                        ct_next_dep(s, x);
+                    ct_send(s, CT_BUF_TMP, base[j] + slo, shi - slo, next);
+                }
                 if (rhi > rlo)
-                    ct_recv(s, CT_BUF_TMP, base + rlo, rhi - rlo, prev);
+                    ct_recv(s, CT_BUF_TMP, base[j] + rlo, rhi - rlo, prev);
             }
         }
+        sync0 = first, sync1 = s->nsteps;
+    }
+    for (int j = 0; j < np; j++) {
+        int *rkj = rk + (size_t) j * P;
+        int64_t *prej = pre + (size_t) j * (P + 1);
         for (int idx = 0; idx < P; idx++) {
-            int r = rk[idx];
-            if (pre[idx + 1] > pre[idx])
+            int r = rkj[idx];
+            if (prej[idx + 1] > prej[idx])
                 ct_copy(s, CT_BUF_RECV, displs[r] + ct_part_lo(counts[r], np, j), CT_BUF_TMP,
-                        base + pre[idx], pre[idx + 1] - pre[idx]);
+                        base[j] + prej[idx], prej[idx + 1] - prej[idx]);
         }
-        base += pre[P];
     }
     free(rk);
     free(pre);

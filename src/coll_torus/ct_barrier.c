@@ -1,9 +1,10 @@
-/* Barrier over the dimensions: in each dimension (x, y, z, then the ranks of a node) every
- * rank sends an empty message to every other rank of its line, and the next dimension's
- * messages go only once all of this one's have arrived. After dimension d a rank has heard,
- * directly or through its line, from every rank that differs from it only in dimensions up to
- * d: after the last, from everyone. Three rounds of short hops on a 3-D torus, against
- * log2(P) rounds of long ones for dissemination. */
+/* Barrier over the dimensions: in each dimension (x, y, z, then the ranks of a node) a
+ * dissemination barrier along the rank's line, and the next dimension's messages go only
+ * once all of this one's have arrived. After dimension d a rank has heard, directly or
+ * through its line, from every rank that differs from it only in dimensions up to d: after
+ * the last, from everyone. log2(P) rounds, as a global dissemination, but of short hops.
+ * (Sending to every rank of the line at once, 3 rounds on a 3-D torus, was 5x slower than
+ * MPICH's dissemination on a simulated 8x8x8: 26.2 us against 4.9.) */
 #include "ct_algo_int.h"
 
 #include <stdlib.h>
@@ -27,12 +28,12 @@ int ct_barrier_lines(ct_sched *s, const ct_topo *t, int me, const ct_params *p)
         int n = t->dims[d], pos = t->coords[me][d];
         if (n == 1)
             continue;
-        for (int k = 1; k < n; k++) {
+        /* dissemination along the line: round k sends to k positions up and hears from k
+         * down; after ceil(log2 n) rounds every rank of the line has heard from all */
+        for (int k = 1; k < n; k <<= 1) {
             for (int x = 0; x < nrecv; x++)
                 ct_next_dep(s, recvs[x]);
             ct_send(s, CT_BUF_TMP, 0, 0, ct_rank_with(t, me, d, (pos + k) % n));
-        }
-        for (int k = 1; k < n; k++) {
             int id = ct_recv(s, CT_BUF_TMP, 0, 0, ct_rank_with(t, me, d, (pos - k + n) % n));
             if (id >= 0)
                 recvs[nrecv++] = id;

@@ -1,0 +1,473 @@
+/* Tests of libmpioverlap (src/overlap), run on 2 ranks with the library preloaded (or linked
+ * in at compile time); each checks data, not just that nothing crashed. `ov_tests NAME`:
+ *   calls     every intercepted call, data checked
+ *   offsets   faults on send and receive buffers at sampled page offsets, sizes small/large;
+ *             bytes around the buffer untouched
+ *   overlap   seed §2.5: sends on the same elements, receive then send of the same area,
+ *             receive and send sharing a page both ways
+ *   syscall   write/read/send/recv/writev/readv/fwrite/pwrite on buffers in flight: no EFAULT
+ *   segv      the application's own SIGSEGV handler (installed before and after MPI_Init)
+ *             still gets its faults; ours still work
+ *   chain     back-to-back exchanges (maint/test checks the report's chain counters)
+ *   nochain   the same with computation between them
+ * Exit 0 when every check passed; each failure prints what differed. */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+static int rank, size, peer, fails;
+static long pg;
+
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            fails++;                                                            \
+            fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);      \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fputc('\n', stderr);                                                \
+        }                                                                       \
+    } while (0)
+
+static unsigned char pat(long i, int seed) { return (unsigned char)(i * 131 + seed * 7 + 1); }
+static void fill(unsigned char *p, long n, int seed) { for (long i = 0; i < n; i++) p[i] = pat(i, seed); }
+static long bad(const unsigned char *p, long n, int seed)
+{
+    for (long i = 0; i < n; i++)
+        if (p[i] != pat(i, seed))
+            return i;
+    return -1;
+}
+
+/* page-aligned arena so offsets are exact; guard bytes around each buffer */
+static unsigned char *arena(long pages)
+{
+    void *p = mmap(NULL, (size_t)(pages * pg), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) { perror("mmap"); MPI_Abort(MPI_COMM_WORLD, 1); }
+    return p;
+}
+
+static void t_calls(void)
+{
+    long n = 5 * pg + 123;
+    unsigned char *a = arena(8), *b = arena(8);
+    int tag = 0;
+    /* the converted three, small and large, both directions */
+    for (int big = 0; big < 2; big++) {
+        long len = big ? n : 200;
+        if (rank == 0) {
+            fill(a, len, tag);
+            MPI_Send(a, (int)len, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+            memset(a, 0, (size_t)len);      /* touches the send buffer at once */
+        } else {
+            MPI_Recv(b, (int)len, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            CHECK(bad(b, len, tag) < 0, "MPI_Send/Recv %ld bytes: byte %ld differs", len, bad(b, len, tag));
+        }
+        tag++;
+        fill(a, len, tag + rank);
+        memset(b, 0, (size_t)len);
+        MPI_Sendrecv(a, (int)len, MPI_BYTE, peer, tag, b, (int)len, MPI_BYTE, peer, tag,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(bad(b, len, tag + peer) < 0, "MPI_Sendrecv %ld bytes: byte %ld differs", len, bad(b, len, tag + peer));
+        tag++;
+    }
+    /* a status asked for: stays blocking, status right */
+    if (rank == 0) {
+        fill(a, 1000, 9);
+        MPI_Send(a, 1000, MPI_BYTE, peer, 9, MPI_COMM_WORLD);
+    } else {
+        MPI_Status st;
+        int cnt;
+        MPI_Recv(b, 4000, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_BYTE, &cnt);
+        CHECK(cnt == 1000 && st.MPI_TAG == 9 && st.MPI_SOURCE == peer, "status: count %d tag %d", cnt, st.MPI_TAG);
+        CHECK(bad(b, 1000, 9) < 0, "Recv with status: data");
+    }
+    /* a shorter message than the buffer: bytes beyond it unchanged */
+    if (rank == 0) {
+        fill(a, 3 * pg, 11);
+        MPI_Send(a, (int)(3 * pg), MPI_BYTE, peer, 11, MPI_COMM_WORLD);
+    } else {
+        memset(b, 0xee, (size_t)(6 * pg));
+        MPI_Recv(b, (int)(5 * pg), MPI_BYTE, peer, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(bad(b, 3 * pg, 11) < 0, "short message: data");
+        CHECK(b[3 * pg] == 0xee && b[5 * pg - 1] == 0xee, "short message: bytes past it changed");
+    }
+    /* doubles, derived type (passed through) */
+    double *d = (double *)a, *e = (double *)b;
+    for (int i = 0; i < 1000; i++) d[i] = rank * 1000 + i + 0.5;
+    MPI_Sendrecv(d, 1000, MPI_DOUBLE, peer, 20, e, 1000, MPI_DOUBLE, peer, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(e[999] == peer * 1000 + 999.5 && e[0] == peer * 1000 + 0.5, "doubles");
+    MPI_Datatype vec;
+    MPI_Type_vector(100, 1, 2, MPI_DOUBLE, &vec);
+    MPI_Type_commit(&vec);
+    memset(e, 0, 200 * sizeof(double));
+    MPI_Sendrecv(d, 1, vec, peer, 21, e, 1, vec, peer, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(e[198] == peer * 1000 + 198.5 && e[1] == 0, "vector type: %g %g", e[198], e[1]);
+    MPI_Type_free(&vec);
+    /* the pass-through sends */
+    fill(a, 3000, 30 + rank);
+    if (rank == 0) {
+        MPI_Ssend(a, 3000, MPI_BYTE, peer, 30, MPI_COMM_WORLD);
+        int bsz = 3000 + MPI_BSEND_OVERHEAD;
+        void *bb = malloc((size_t)bsz);
+        MPI_Buffer_attach(bb, bsz);
+        MPI_Bsend(a, 3000, MPI_BYTE, peer, 31, MPI_COMM_WORLD);
+        MPI_Buffer_detach(&bb, &bsz);
+        free(bb);
+        MPI_Recv(b, 1, MPI_BYTE, peer, 32, MPI_COMM_WORLD, MPI_STATUS_IGNORE);     /* ready */
+        MPI_Rsend(a, 3000, MPI_BYTE, peer, 33, MPI_COMM_WORLD);
+    } else {
+        for (int t = 30; t <= 33; t++) {
+            if (t == 32) {
+                MPI_Request q;
+                MPI_Irecv(b, 3000, MPI_BYTE, peer, 33, MPI_COMM_WORLD, &q);
+                MPI_Send(a, 1, MPI_BYTE, peer, 32, MPI_COMM_WORLD);
+                MPI_Wait(&q, MPI_STATUS_IGNORE);
+                t = 33;
+            } else {
+                MPI_Recv(b, 3000, MPI_BYTE, peer, t, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            }
+            CHECK(bad(b, 3000, 30) < 0, "Ssend/Bsend/Rsend tag %d", t);
+        }
+    }
+    fill(a, 2 * pg, 40 + rank);
+    MPI_Sendrecv_replace(a, (int)(2 * pg), MPI_BYTE, peer, 40, peer, 40, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(bad(a, 2 * pg, 40 + peer) < 0, "Sendrecv_replace");
+    /* a deferred receive, then the application's own nonblocking calls on it */
+    fill(a, 2 * pg, 50 + rank);
+    MPI_Sendrecv(a, (int)(2 * pg), MPI_BYTE, peer, 50, b, (int)(2 * pg), MPI_BYTE, peer, 50, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Request q[2];
+    MPI_Isend(b, (int)(2 * pg), MPI_BYTE, peer, 51, MPI_COMM_WORLD, &q[0]);
+    MPI_Irecv(a, (int)(2 * pg), MPI_BYTE, peer, 51, MPI_COMM_WORLD, &q[1]);
+    /* while those are outstanding, blocking calls stay blocking (and correct) */
+    unsigned char *c = arena(3);
+    fill(c, pg, 52 + rank);
+    MPI_Sendrecv(c, (int)pg, MPI_BYTE, peer, 52, c + pg, (int)pg, MPI_BYTE, peer, 52, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(bad(c + pg, pg, 52 + peer) < 0, "Sendrecv beside outstanding Isend/Irecv");
+    int flag = 0;
+    while (!flag)
+        MPI_Testall(2, q, &flag, MPI_STATUSES_IGNORE);
+    CHECK(bad(a, 2 * pg, 50 + rank) < 0, "Isend of a deferred receive's buffer");
+    /* collectives and probes on buffers in flight */
+    fill(a, pg, 60 + rank);
+    MPI_Sendrecv(a, 100, MPI_BYTE, peer, 60, b, 100, MPI_BYTE, peer, 60, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    int s = b[99], r = 0;
+    MPI_Allreduce(&s, &r, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(r == pat(99, 60) + pat(99, 61), "Allreduce after Sendrecv");
+    MPI_Sendrecv(a, (int)pg, MPI_BYTE, peer, 61, b, (int)pg, MPI_BYTE, peer, 61, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Bcast(b, (int)pg, MPI_BYTE, 0, MPI_COMM_WORLD);     /* root's b is a deferred receive */
+    CHECK(bad(b, pg, 61) < 0, "Bcast of a deferred receive's buffer");
+    MPI_Gather(b, 10, MPI_BYTE, c, 10, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        MPI_Send(a, 10, MPI_BYTE, peer, 70, MPI_COMM_WORLD);
+    else {
+        MPI_Status st;
+        int cnt;
+        MPI_Probe(peer, 70, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_BYTE, &cnt);
+        CHECK(cnt == 10, "Probe count %d", cnt);
+        MPI_Recv(b, 10, MPI_BYTE, peer, 70, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(bad(b, 10, 60) < 0 || bad(b, 10, 61) < 0, "Probe then Recv");
+    }
+    /* persistent requests: from here on the process stays blocking; still correct */
+    MPI_Request pq[2];
+    fill(a, 3 * pg, 80 + rank);
+    MPI_Send_init(a, (int)(3 * pg), MPI_BYTE, peer, 80, MPI_COMM_WORLD, &pq[0]);
+    MPI_Recv_init(b, (int)(3 * pg), MPI_BYTE, peer, 80, MPI_COMM_WORLD, &pq[1]);
+    MPI_Startall(2, pq);
+    MPI_Waitall(2, pq, MPI_STATUSES_IGNORE);
+    CHECK(bad(b, 3 * pg, 80 + peer) < 0, "persistent requests");
+    MPI_Request_free(&pq[0]);
+    MPI_Request_free(&pq[1]);
+    MPI_Sendrecv(a, (int)(3 * pg), MPI_BYTE, peer, 81, b, (int)(3 * pg), MPI_BYTE, peer, 81, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(bad(b, 3 * pg, 80 + peer) < 0, "Sendrecv after persistent requests");
+}
+
+/* faults at sampled page offsets, send and receive, small and large; the receiver checks the
+ * bytes just before and after the buffer kept their values */
+static void t_offsets(void)
+{
+    static const long offs[] = { 0, 1, 8, 1000, 2048, 4000, 4095 };
+    long sizes[] = { 64, pg - 8, 3 * pg + 17, 9 * pg };
+    unsigned char *a = arena(12), *b = arena(12);
+    int tag = 0;
+    for (unsigned oi = 0; oi < sizeof offs / sizeof offs[0]; oi++)
+        for (unsigned si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            long off = offs[oi] % pg, len = sizes[si];
+            /* touch points: first, middle, last byte of the buffer */
+            long touch[3] = { 0, len / 2, len - 1 };
+            for (int ti = 0; ti < 3; ti++, tag++) {
+                if (rank == 0) {
+                    fill(a + off, len, tag);
+                    MPI_Send(a + off, (int)len, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+                    a[off + touch[ti]] ^= 0xff;     /* fault: waits for the send */
+                    a[off + touch[ti]] ^= 0xff;
+                    a[off + len] = 0x5a;            /* beside the buffer */
+                } else {
+                    memset(b, 0x77, (size_t)(12 * pg));
+                    MPI_Recv(b + off, (int)len, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    unsigned char v = b[off + touch[ti]];       /* fault: waits, copies in */
+                    CHECK(v == pat(touch[ti], tag), "offset %ld len %ld touch %ld: %u", off, len, touch[ti], v);
+                    CHECK(bad(b + off, len, tag) < 0, "offset %ld len %ld: byte %ld differs", off, len, bad(b + off, len, tag));
+                    CHECK((off == 0 || b[off - 1] == 0x77) && b[off + len] == 0x77,
+                          "offset %ld len %ld: bytes beside the buffer changed", off, len);
+                }
+            }
+        }
+    /* a write right beside a receive buffer on its page, before touching the buffer */
+    if (rank == 1) {
+        MPI_Recv(b + 100, 1000, MPI_BYTE, peer, 999, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        b[50] = 1;          /* same page, not the buffer: waits all the same, then goes on */
+        CHECK(b[50] == 1 && bad(b + 100, 1000, 999) < 0, "write beside a receive buffer");
+    } else {
+        fill(a, 1000, 999);
+        MPI_Send(a, 1000, MPI_BYTE, peer, 999, MPI_COMM_WORLD);
+    }
+}
+
+static void t_overlap(void)
+{
+    unsigned char *a = arena(12), *b = arena(12);
+    long len = 3 * pg;
+    /* sends of the same elements run together; a write after them waits for both */
+    if (rank == 0) {
+        fill(a, len, 1);
+        MPI_Send(a, (int)len, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+        MPI_Send(a + 100, (int)len - 200, MPI_BYTE, peer, 2, MPI_COMM_WORLD);
+        memset(a, 0, (size_t)len);
+    } else {
+        MPI_Recv(b, (int)len, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(b + 4 * pg, (int)len - 200, MPI_BYTE, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(bad(b, len, 1) < 0, "first of two overlapping sends");
+        for (long i = 0; i < len - 200; i++)
+            if (b[4 * pg + i] != pat(i + 100, 1)) {
+                CHECK(0, "second of two overlapping sends, byte %ld", i);
+                break;
+            }
+    }
+    /* a receive, then a send of the same area: sends what arrived (the receive completes
+     * first); a receive into an area a send is reading waits for the send */
+    if (rank == 0) {
+        fill(a, len, 3);
+        MPI_Send(a, (int)len, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+        MPI_Recv(b, (int)len, MPI_BYTE, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(bad(b, len, 3) < 0, "relayed data");
+        fill(a, len, 5);
+        MPI_Send(a, (int)len, MPI_BYTE, peer, 5, MPI_COMM_WORLD);
+        MPI_Recv(a, (int)len, MPI_BYTE, peer, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);   /* same area */
+        CHECK(bad(a, len, 6) < 0, "receive into the area of a send in flight");
+    } else {
+        MPI_Recv(b, (int)len, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(b, (int)len, MPI_BYTE, peer, 4, MPI_COMM_WORLD);
+        MPI_Recv(b, (int)len, MPI_BYTE, peer, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(bad(b, len, 5) < 0, "data before the same-area receive");
+        fill(b, len, 6);
+        MPI_Send(b, (int)len, MPI_BYTE, peer, 6, MPI_COMM_WORLD);
+    }
+    /* shared pages: a receive into the first half of page 1, then sends from the second
+     * half (small: copied out around the inaccessible page) and from a large area starting
+     * there; then a large send and a receive sharing a page (the receive waits for it) */
+    long h = pg / 2;
+    if (rank == 0) {
+        fill(a, 2 * pg, 7);
+        MPI_Recv(a + pg, (int)h, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(a + pg + h, (int)h, MPI_BYTE, peer, 8, MPI_COMM_WORLD);
+        fill(a + pg + h, 3 * pg, 9);
+        MPI_Send(a + pg + h, (int)(3 * pg), MPI_BYTE, peer, 9, MPI_COMM_WORLD);
+        CHECK(bad(a + pg, h, 7) < 0, "receive sharing its page with two sends");
+        fill(a + 6 * pg, 2 * pg + h, 10);
+        MPI_Send(a + 6 * pg, (int)(2 * pg + h), MPI_BYTE, peer, 10, MPI_COMM_WORLD);
+        MPI_Recv(a + 8 * pg + h, 100, MPI_BYTE, peer, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(bad(a + 8 * pg + h, 100, 11) < 0, "receive on the last page of a send");
+        CHECK(bad(a + 6 * pg, 2 * pg + h, 10) < 0, "send area after a receive beside it");
+    } else {
+        fill(b, h, 7);
+        MPI_Send(b, (int)h, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+        MPI_Recv(b, (int)h, MPI_BYTE, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        for (long i = 0; i < h; i++)
+            if (b[i] != pat(pg + h + i, 7)) {
+                CHECK(0, "send copied out around a receive: byte %ld", i);
+                break;
+            }
+        MPI_Recv(b, (int)(3 * pg), MPI_BYTE, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(bad(b, 3 * pg, 9) < 0, "large send beside a receive");
+        MPI_Recv(b, (int)(2 * pg + h), MPI_BYTE, peer, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(bad(b, 2 * pg + h, 10) < 0, "large send sharing a page with a later receive");
+        fill(b, 100, 11);
+        MPI_Send(b, 100, MPI_BYTE, peer, 11, MPI_COMM_WORLD);
+    }
+}
+
+static void t_syscall(void)
+{
+    unsigned char *a = arena(8), *b = arena(8);
+    long len = 3 * pg + 5;
+    char path[] = "/tmp/ov_testsXXXXXX";
+    int fd = mkstemp(path);
+    unlink(path);
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    /* each round: a deferred receive into b (inaccessible), then a system call reading b;
+     * a large deferred send from a (read-only), then a system call writing into a */
+    for (int round = 0; round < 8; round++) {
+        fill(a, len, round + rank);
+        MPI_Sendrecv(a, (int)len, MPI_BYTE, peer, round, b, (int)len, MPI_BYTE, peer, round, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        ssize_t w = -1;
+        unsigned char back[8 * 4096 + 64];
+        errno = 0;
+        switch (round) {
+        case 0: w = pwrite(fd, b, (size_t)len, 0); break;
+        case 1: w = write(fd, b, (size_t)len); break;
+        case 2: w = send(sv[0], b, 1000, 0); break;
+        case 3: { struct iovec v[2] = { { b, 100 }, { b + 2 * pg, 100 } }; w = writev(fd, v, 2); break; }
+        case 4: { FILE *f = fdopen(dup(fd), "w"); w = (ssize_t)fwrite(b, 1, (size_t)len, f); fclose(f); break; }
+        case 5: w = sendto(sv[0], b, 1000, 0, NULL, 0); break;
+        default: w = write(fd, b, 10); break;
+        }
+        CHECK(w > 0, "round %d: system call reading a receive buffer: %zd (%s)", round, w, strerror(errno));
+        if (round == 0) {
+            ssize_t r = pread(fd, back, (size_t)len, 0);
+            CHECK(r == len && bad(back, len, round + peer) < 0, "pwrite wrote the received data");
+        }
+        if (round == 2 || round == 5) {
+            ssize_t r = recv(sv[1], back, 1000, MSG_WAITALL);
+            CHECK(r == 1000 && bad(back, 1000, round + peer) < 0, "socket got the received data");
+        }
+        /* kernel writes into a send buffer in flight (a is read-only): waits for the send */
+        lseek(fd, 0, SEEK_SET);
+        fill(a, len, 100);
+        pwrite(fd, a, (size_t)len, 0);
+        fill(a, len, round + rank);
+        MPI_Sendrecv(a, (int)len, MPI_BYTE, peer, 50 + round, b, (int)len, MPI_BYTE, peer, 50 + round, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        errno = 0;
+        ssize_t r;
+        if (round % 3 == 0) r = pread(fd, a, (size_t)len, 0);
+        else if (round % 3 == 1) { lseek(fd, 0, SEEK_SET); r = read(fd, a, (size_t)len); }
+        else { struct iovec v[1] = { { a, (size_t)len } }; lseek(fd, 0, SEEK_SET); r = readv(fd, v, 1); }
+        CHECK(r == len && bad(a, len, 100) < 0, "round %d: system call writing a send buffer: %zd (%s)", round, r, strerror(errno));
+        CHECK(bad(b, len, round + peer) < 0, "round %d: data sent from a buffer then overwritten by read", round);
+        if (round == 7) {
+            MPI_Sendrecv(a, 10, MPI_BYTE, peer, 90, b, (int)len, MPI_BYTE, peer, 90, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            FILE *f = fopen("/dev/zero", "r");
+            size_t n = fread(b, 1, (size_t)len, f);
+            fclose(f);
+            CHECK(n == (size_t)len && b[0] == 0 && b[len - 1] == 0, "fread into a receive buffer");
+        }
+    }
+    close(fd);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+static sigjmp_buf jb;
+static volatile int app_faults;
+static void app_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig; (void)si; (void)uc;
+    app_faults++;
+    siglongjmp(jb, 1);
+}
+
+static void t_segv_after(void)
+{
+    /* installed again after MPI_Init (through our interposed sigaction) */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = app_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    unsigned char *a = arena(8), *b = arena(8);
+    unsigned char *own = arena(1);
+    mprotect(own, (size_t)pg, PROT_NONE);
+    for (int i = 0; i < 3; i++) {
+        fill(a, 2 * pg, i + rank);
+        MPI_Sendrecv(a, (int)(2 * pg), MPI_BYTE, peer, i, b, (int)(2 * pg), MPI_BYTE, peer, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (sigsetjmp(jb, 1) == 0) {
+            volatile unsigned char x = own[i];      /* the application's own fault */
+            (void)x;
+            CHECK(0, "no fault on the application's own protected page");
+        }
+        CHECK(b[5] == pat(5, i + peer), "our fault after the application's");
+        CHECK(bad(b, 2 * pg, i + peer) < 0, "data");
+    }
+    CHECK(app_faults == 3, "application's handler ran %d times, not 3", app_faults);
+    struct sigaction old;
+    sigaction(SIGSEGV, NULL, &old);
+    CHECK((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == app_handler,
+          "sigaction reports the application's handler");
+}
+
+/* four exchanges back to back then computation: a chain (or, with `spread`, computation
+ * between them too: no chain) */
+static volatile double sink;
+static void compute(long n) { double s = 0; for (long i = 0; i < n; i++) s += i * 0.5; sink = s; }
+static void t_chain(int spread)
+{
+    long len = 2 * pg;
+    unsigned char *a = arena(16), *b = arena(16);
+    for (int it = 0; it < 12; it++) {
+        for (int k = 0; k < 4; k++)
+            fill(a + k * 3 * pg, len, it * 4 + k + rank);
+        for (int k = 0; k < 4; k++) {
+            MPI_Sendrecv(a + k * 3 * pg, (int)len, MPI_BYTE, peer, k, b + k * 3 * pg, (int)len,
+                         MPI_BYTE, peer, k, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (spread)
+                compute(20000);
+        }
+        compute(20000);
+        for (int k = 0; k < 4; k++)
+            CHECK(bad(b + k * 3 * pg, len, it * 4 + k + peer) < 0, "iteration %d exchange %d", it, k);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    pg = sysconf(_SC_PAGESIZE);
+    const char *t = argc > 1 ? argv[1] : "";
+    if (!strcmp(t, "segv")) {
+        /* installed before MPI_Init */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = app_handler;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGSEGV, &sa, NULL);
+    }
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != 2) {
+        if (rank == 0) fprintf(stderr, "ov_tests runs on 2 ranks\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    peer = 1 - rank;
+    if (!strcmp(t, "calls")) t_calls();
+    else if (!strcmp(t, "offsets")) t_offsets();
+    else if (!strcmp(t, "overlap")) t_overlap();
+    else if (!strcmp(t, "syscall")) t_syscall();
+    else if (!strcmp(t, "segv")) t_segv_after();
+    else if (!strcmp(t, "chain")) t_chain(0);
+    else if (!strcmp(t, "nochain")) t_chain(1);
+    else {
+        if (rank == 0) fprintf(stderr, "ov_tests: unknown test '%s' (calls offsets overlap syscall segv chain nochain)\n", t);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int all = 0;
+    MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("ov_tests %s: %s (%d failed checks)\n", t, all ? "FAILED" : "passed", all);
+    MPI_Finalize();
+    return all != 0;
+}

@@ -238,11 +238,13 @@ static struct ov_req *slot_get(size_t need)
         if (r->kind != OV_FREE)
             continue;
         if (r->tmpcap < need) {
-            /* grows only: a program reuses its sizes, so this settles after the first
-             * iterations (not in the fault handler: slots are taken on the call path) */
-            size_t cap = need < 4096 ? 4096 : need;
-            char *t = realloc(r->tmp, cap);
-            if (!t)
+            /* Pages of their own (mmap, not the heap): a landing buffer on a heap page shared
+             * with an inaccessible user buffer would make MPI fault writing into it. Grows
+             * only: a program reuses its sizes, so this settles after the first iterations. */
+            size_t cap = (need + ov.page - 1) / ov.page * ov.page;
+            void *t = r->tmp ? mremap(r->tmp, r->tmpcap, cap, MREMAP_MAYMOVE)
+                             : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (t == MAP_FAILED)
                 return NULL;
             r->tmp = t;
             r->tmpcap = cap;

@@ -97,7 +97,10 @@ void ov_signal_init(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_segv;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    /* SA_NODEFER: MPI may fault on one of our pages while the handler waits in it (a
+     * receive's landing buffer on a heap page shared with an inaccessible user buffer); with
+     * SIGSEGV blocked, the kernel would kill the process instead of delivering that fault */
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
     real_sigaction(SIGSEGV, &sa, &app_segv);
     installed = 1;

@@ -10,11 +10,15 @@
  *             still gets its faults; ours still work
  *   chain     back-to-back exchanges (maint/test checks the report's chain counters)
  *   nochain   the same with computation between them
+ *   threads   an application thread after MPI_Init: pass-through from then on, still right
+ *   multiple  MPI_Init_thread(MPI_THREAD_MULTIPLE): pass-through, still right
+ *   crash     a fault not on our pages, no handler: the process dies of SIGSEGV
  * Exit 0 when every check passed; each failure prints what differed. */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
@@ -433,6 +437,28 @@ static void t_chain(int spread)
     }
 }
 
+/* an application thread: the library says it turns into a pass-through, results stay right */
+static void *idle(void *x) { return x; }
+static void t_threads(void)
+{
+    pthread_t th;
+    pthread_create(&th, NULL, idle, NULL);
+    pthread_join(th, NULL);
+    t_overlap();
+}
+
+/* a fault on no page of ours, with no handler of the application: the default action */
+static void t_crash(void)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        volatile unsigned char *p = (unsigned char *)16;
+        *p = 1;
+        fprintf(stderr, "rank 1 survived a store to address 16\n");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
     pg = sysconf(_SC_PAGESIZE);
@@ -445,7 +471,13 @@ int main(int argc, char **argv)
         sa.sa_flags = SA_SIGINFO;
         sigaction(SIGSEGV, &sa, NULL);
     }
-    MPI_Init(&argc, &argv);
+    if (!strcmp(t, "multiple")) {
+        int prov;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &prov);
+        t = "overlap";
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size != 2) {
@@ -460,8 +492,10 @@ int main(int argc, char **argv)
     else if (!strcmp(t, "segv")) t_segv_after();
     else if (!strcmp(t, "chain")) t_chain(0);
     else if (!strcmp(t, "nochain")) t_chain(1);
+    else if (!strcmp(t, "threads")) t_threads();
+    else if (!strcmp(t, "crash")) t_crash();
     else {
-        if (rank == 0) fprintf(stderr, "ov_tests: unknown test '%s' (calls offsets overlap syscall segv chain nochain)\n", t);
+        if (rank == 0) fprintf(stderr, "ov_tests: unknown test '%s' (calls offsets overlap syscall segv chain nochain threads multiple crash)\n", t);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int all = 0;

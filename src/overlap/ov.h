@@ -33,6 +33,8 @@ struct ov_req {
     char *tmp;              /* copy of the send data, or where the receive lands */
     size_t tmpcap;          /* tmp's size (kept across uses of the slot: no malloc per call) */
     int chained;            /* started inside a recognised chain (ov_chain.c) */
+    int prot;               /* its pages were actually protected (not: the last of a chain,
+                               waited for before the call returns) */
 };
 
 struct ov_stats {
@@ -45,6 +47,7 @@ struct ov_stats {
     unsigned long long chains_found;   /* distinct chains recognised */
     unsigned long long chain_runs;     /* times a recognised chain ran and was waited once */
     unsigned long long chained_reqs;   /* requests that were part of those runs */
+    unsigned long long done_at_once;   /* complete already when started: no protection needed */
     unsigned long long bytes_copied;   /* send copies, receive copy-ins, copy-outs around pages */
     unsigned long long sys_flushes;    /* system calls that had to complete requests first */
     unsigned long long mprotects;      /* mprotect calls made */
@@ -55,7 +58,11 @@ struct ov_state {
     int report;             /* MPIOVERLAP_REPORT */
     int chain_enabled;      /* MPIOVERLAP_CHAIN (default on) */
     long chain_gap_ns;      /* MPIOVERLAP_CHAIN_GAP_NS: longest pause counted as "no computation" */
-    int status_assume;      /* MPIOVERLAP_STATUS=assume (ov_mpi.c) */
+    size_t recv_min;        /* MPIOVERLAP_RECV_MIN: receives of at most this many bytes stay
+                               blocking (default one page; ov_mpi.c says why) */
+    int at_once;            /* MPIOVERLAP_ATONCE (default 1): test a request once when it starts */
+    int wait_now;           /* the request being started is waited for before the call returns
+                               (the last of a chain): no protection */
     size_t page;            /* page size */
     int rank;
     int nactive;            /* requests in table[] */

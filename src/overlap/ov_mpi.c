@@ -80,6 +80,13 @@ static void ov_init(int required, int threads_before)
         return;     /* enabled stays 0: pure pass-through, for comparison */
     ov.chain_enabled = (int)env_long("MPIOVERLAP_CHAIN", 1);
     ov.chain_gap_ns = env_long("MPIOVERLAP_CHAIN_GAP_NS", 2000);
+    ov.at_once = (int)env_long("MPIOVERLAP_ATONCE", 1);
+    /* A deferred receive costs two mprotect calls and maybe a fault: 3-7 us and 11-25 us on
+     * this project's VM (measured; README), more than a message within one page takes to
+     * arrive on any network here. Such receives stay blocking unless MPIOVERLAP_RECV_MIN
+     * says otherwise (0: every receive deferred, as in the seed). Small sends are cheap
+     * (a copy) and are always deferred. */
+    ov.recv_min = (size_t)env_long("MPIOVERLAP_RECV_MIN", (long)sysconf(_SC_PAGESIZE));
     ov_page_init();
     ov_sys_init();
     ov.owner_tid = syscall(SYS_gettid);
@@ -136,11 +143,11 @@ int MPI_Finalize(void)
         struct ov_stats *s = &ov.st;
         fprintf(stderr,
                 "mpioverlap: rank %d: %s; deferred %llu (send copied %llu, send protected %llu, "
-                "recv %llu), passed through %llu, faults %llu (inside MPI %llu, "
+                "recv %llu; complete at once %llu), passed through %llu, faults %llu (inside MPI %llu, "
                 "not ours %llu), chains found %llu, chain runs %llu (%llu calls), bytes copied "
                 "%llu, syscall flushes %llu, mprotect calls %llu\n",
                 ov.rank, ov.enabled ? "enabled" : "pass-through", s->deferred, s->send_copied,
-                s->send_protected, s->recv_deferred, s->passthrough, s->faults, s->faults_in_mpi,
+                s->send_protected, s->recv_deferred, s->done_at_once, s->passthrough, s->faults, s->faults_in_mpi,
                 s->faults_foreign, s->chains_found, s->chain_runs, s->chained_reqs,
                 s->bytes_copied, s->sys_flushes, s->mprotects);
     }
@@ -197,10 +204,14 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     struct ov_req *r;
     if (dest != MPI_PROC_NULL && can_defer() && simple_type(dt, count, &len)) {
         int ch = ov_chain_enter(__builtin_return_address(0));
+        int last = ch && ov_chain_is_last();
+        ov.wait_now = last;
         int s = ov_start_send(buf, count, dt, len, dest, tag, comm, 0, &r);
+        ov.wait_now = 0;
         if (s > 0) {
-            r->chained = ch;
-            if (ch && ov_chain_is_last())
+            if (r)
+                r->chained = ch;
+            if (last)
                 ov_complete_chained();
             ov_chain_exit();
             LEAVE();
@@ -229,12 +240,16 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
     int rc;
     struct ov_req *r;
     if (status == MPI_STATUS_IGNORE && src != MPI_PROC_NULL && can_defer() &&
-        simple_type(dt, count, &len)) {
+        simple_type(dt, count, &len) && len > ov.recv_min) {
         int ch = ov_chain_enter(__builtin_return_address(0));
+        int last = ch && ov_chain_is_last();
+        ov.wait_now = last;
         int s = ov_start_recv(buf, count, dt, len, src, tag, comm, &r);
+        ov.wait_now = 0;
         if (s > 0) {
-            r->chained = ch;
-            if (ch && ov_chain_is_last())
+            if (r)
+                r->chained = ch;
+            if (last)
                 ov_complete_chained();
             ov_chain_exit();
             LEAVE();
@@ -262,18 +277,32 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
     ENTER();
     size_t slen = 0, rlen = 0;
     int rc;
+    if (dest == MPI_PROC_NULL && src == MPI_PROC_NULL) {
+        /* nothing to move (a grid's edge): no need to complete anything either */
+        rc = PMPI_Sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, src, rtag, comm, status);
+        LEAVE();
+        return rc;
+    }
     int sok = dest == MPI_PROC_NULL || simple_type(sdt, scount, &slen);
     int rok = src == MPI_PROC_NULL || simple_type(rdt, rcount, &rlen);
+    if (rlen && rlen <= ov.recv_min)
+        rok = 0;    /* see recv_min in ov_init */
     if (status == MPI_STATUS_IGNORE && sok && rok && can_defer() && (slen || rlen)) {
         int ch = ov_chain_enter(__builtin_return_address(0));
         struct ov_req *rr = NULL, *sr = NULL;
         int s = 1;
+        /* the last call of a chain waits before returning: nothing to protect */
+        int last = ch && ov_chain_is_last();
+        ov.wait_now = last;
         /* the receive first: a send sharing its pages is then copied out around it (seed
          * §2.5), where the other order would make the receive wait for the send */
         if (rlen) {
             s = ov_start_recv(rbuf, rcount, rdt, rlen, src, rtag, comm, &rr);
             if (s == 0) {
                 /* on the stack: this receive cannot be deferred; do it all blocking */
+                ov.wait_now = 0;
+                if (last)
+                    ov_complete_chained();
                 ov_chain_exit();
                 goto passthrough;
             }
@@ -290,9 +319,10 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
             if (rc != MPI_SUCCESS)
                 s = -rc;
         }
+        ov.wait_now = 0;
         if (rr) rr->chained = ch;
         if (sr) sr->chained = ch;
-        if (s > 0 && ch && ov_chain_is_last())
+        if (last)
             ov_complete_chained();
         ov_chain_exit();
         LEAVE();

@@ -53,7 +53,7 @@ static int prot_of_page(uintptr_t pg)
     int prot = PROT_READ | PROT_WRITE;
     for (int i = 0; i < OV_MAXREQ; i++) {
         struct ov_req *r = &ov.table[i];
-        if (r->kind == OV_FREE || r->kind == OV_SEND_COPY || pg < r->pg0 || pg >= r->pg1)
+        if (r->kind == OV_FREE || r->kind == OV_SEND_COPY || !r->prot || pg < r->pg0 || pg >= r->pg1)
             continue;
         if (r->kind == OV_RECV)
             return PROT_NONE;
@@ -93,77 +93,90 @@ int ov_page_ours(uintptr_t pg)
 {
     for (int i = 0; i < OV_MAXREQ; i++) {
         struct ov_req *r = &ov.table[i];
-        if ((r->kind == OV_SEND_PROT || r->kind == OV_RECV) && pg >= r->pg0 && pg < r->pg1)
+        if ((r->kind == OV_SEND_PROT || r->kind == OV_RECV) && r->prot && pg >= r->pg0 && pg < r->pg1)
             return 1;
     }
     return 0;
 }
 
+/* does a request still in the table protect a page of [pg0, pg1) */
+static int covered(uintptr_t pg0, uintptr_t pg1)
+{
+    for (int i = 0; i < OV_MAXREQ; i++) {
+        struct ov_req *q = &ov.table[i];
+        if ((q->kind == OV_SEND_PROT || q->kind == OV_RECV) && q->prot && q->pg0 < pg1 && pg0 < q->pg1)
+            return 1;
+    }
+    return 0;
+}
+
+static void fail_request(int rc)
+{
+    /* the call that started it returned MPI_SUCCESS long ago: nothing to report it to,
+     * and the data is not there; say so instead of continuing silently */
+    char msg[120];
+    int l = snprintf(msg, sizeof msg, "mpioverlap: a deferred request failed (MPI error %d)\n", rc);
+    if (write(2, msg, (size_t)l) < 0) { /* nothing better */ }
+    PMPI_Abort(MPI_COMM_WORLD, rc);
+}
+
 /* Complete the requests flagged in sel[] with one Waitall, copy receives in, and restore
- * their pages. Called from the fault handler too: no allocation, no stdio. */
+ * their pages with as few mprotect calls as the sharing allows (each one is a system call
+ * and, with MPI's threads running, a TLB shootdown): one per protected request when no
+ * other request shares its pages, none for an unprotected one. Called from the fault
+ * handler too: no allocation, no stdio. */
 static int complete_sel(const unsigned char *sel)
 {
     MPI_Request reqs[OV_MAXREQ];
     MPI_Status sts[OV_MAXREQ];
-    int idx[OV_MAXREQ], n = 0;
+    struct ov_req done[OV_MAXREQ];
+    int n = 0;
     for (int i = 0; i < OV_MAXREQ; i++)
         if (sel[i] && ov.table[i].kind != OV_FREE) {
-            idx[n] = i;
+            done[n] = ov.table[i];
             reqs[n++] = ov.table[i].mreq;
         }
     if (n == 0)
         return 0;
     int rc = PMPI_Waitall(n, reqs, sts);
-    if (rc != MPI_SUCCESS) {
-        /* the call that started it has returned MPI_SUCCESS long ago: nothing to report
-         * it to, and the data is not there; say so instead of continuing silently */
-        char msg[120];
-        int l = snprintf(msg, sizeof msg, "mpioverlap: a deferred request failed (MPI error %d)\n", rc);
-        if (write(2, msg, (size_t)l) < 0) { /* nothing better */ }
-        PMPI_Abort(MPI_COMM_WORLD, rc);
-    }
+    if (rc != MPI_SUCCESS)
+        fail_request(rc);
+    /* out of the table first, so "covered" below sees only what stays in flight */
+    for (int i = 0; i < OV_MAXREQ; i++)
+        if (sel[i] && ov.table[i].kind != OV_FREE) {
+            ov.table[i].kind = OV_FREE;
+            ov.table[i].chained = 0;
+            ov.nactive--;
+        }
+    unsigned char fix[OV_MAXREQ];
     for (int k = 0; k < n; k++) {
-        struct ov_req *r = &ov.table[idx[k]];
-        if (r->kind == OV_RECV) {
-            /* only the bytes that arrived: a shorter message leaves the rest as it was */
-            int cnt = 0;
-            PMPI_Get_count(&sts[k], MPI_BYTE, &cnt);
-            size_t got = cnt < 0 ? r->len : (size_t)cnt;
-            if (got > r->len)
-                got = r->len;
-            /* the user's pages are inaccessible: open them for the copy (they are
-             * recomputed below, once every completed request is out of the table) */
+        struct ov_req *r = &done[k];
+        fix[k] = 0;
+        if (r->kind == OV_SEND_COPY)
+            continue;
+        int shared = covered(r->pg0, r->pg1);
+        /* open what we protected, or what others protect under a receive's copy-in */
+        if (r->prot || (shared && r->kind == OV_RECV))
             set_prot(r->pg0, r->pg1, PROT_READ | PROT_WRITE);
-            memcpy(r->ubuf, r->tmp, got);
-            ov.st.bytes_copied += got;
-        }
+        fix[k] = (unsigned char)shared;
     }
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    int nprot = 0;
     for (int k = 0; k < n; k++) {
-        struct ov_req *r = &ov.table[idx[k]];
-        if (r->kind != OV_SEND_COPY) {
-            nprot++;
-            if (r->pg0 < lo) lo = r->pg0;
-            if (r->pg1 > hi) hi = r->pg1;
-        }
-        r->kind = OV_FREE;
-        r->chained = 0;
-        ov.nactive--;
+        struct ov_req *r = &done[k];
+        if (r->kind != OV_RECV)
+            continue;
+        /* only the bytes that arrived: a shorter message leaves the rest as it was */
+        int cnt = 0;
+        PMPI_Get_count(&sts[k], MPI_BYTE, &cnt);
+        size_t got = cnt < 0 ? r->len : (size_t)cnt;
+        if (got > r->len)
+            got = r->len;
+        memcpy(r->ubuf, r->tmp, got);
+        ov.st.bytes_copied += got;
     }
-    /* one pass over the span when the requests are close together (the common case: a
-     * grid's borders), else each range on its own */
-    if (nprot) {
-        if (hi - lo <= 64) {
-            apply_prot(lo, hi);
-        } else {
-            for (int k = 0; k < n; k++) {
-                struct ov_req *r = &ov.table[idx[k]];
-                if (r->pg1 > r->pg0)
-                    apply_prot(r->pg0, r->pg1);
-            }
-        }
-    }
+    /* pages shared with requests still in flight get their protection back */
+    for (int k = 0; k < n; k++)
+        if (fix[k])
+            apply_prot(done[k].pg0, done[k].pg1);
     return n;
 }
 
@@ -308,12 +321,25 @@ int ov_start_send(const void *buf, int count, MPI_Datatype dt, size_t len, int d
     r->ubuf = (char *)buf;
     r->len = len;
     ov.nactive++;
-    if (r->kind == OV_SEND_PROT) {
+    r->prot = 0;
+    ov.st.deferred++;
+    *out = r;
+    if (r->kind == OV_SEND_PROT && !ov.wait_now) {
+        /* already gone (eager, or the receiver was waiting): nothing to protect */
+        int flag = 0;
+        if (ov.at_once)
+            PMPI_Test(&r->mreq, &flag, MPI_STATUS_IGNORE);
+        if (flag) {
+            r->kind = OV_FREE;
+            ov.nactive--;
+            ov.st.done_at_once++;
+            *out = NULL;
+            return 1;
+        }
+        r->prot = 1;
         /* pages already read-only or inaccessible keep that (prot_of_page) */
         apply_prot(pg0, pg1);
     }
-    ov.st.deferred++;
-    *out = r;
     return 1;
 }
 
@@ -343,11 +369,48 @@ int ov_start_recv(void *buf, int count, MPI_Datatype dt, size_t len, int src, in
     r->len = len;
     r->pg0 = pg0;
     r->pg1 = pg1;
+    r->prot = 0;
     ov.nactive++;
-    set_prot(pg0, pg1, PROT_NONE);
     ov.st.recv_deferred++;
     ov.st.deferred++;
     *out = r;
+    if (ov.wait_now)
+        return 1;
+    /* the message may be here already (the peer sent first): then no protection at all,
+     * one PMPI_Test instead of two mprotect calls and maybe a fault */
+    int flag = 0;
+    MPI_Status st;
+    if (ov.at_once)
+        PMPI_Test(&r->mreq, &flag, &st);
+    if (flag && !covered(pg0, pg1)) {
+        int cnt = 0;
+        PMPI_Get_count(&st, MPI_BYTE, &cnt);
+        size_t got = cnt < 0 || (size_t)cnt > len ? len : (size_t)cnt;
+        memcpy(buf, r->tmp, got);
+        ov.st.bytes_copied += got;
+        r->kind = OV_FREE;
+        ov.nactive--;
+        ov.st.done_at_once++;
+        *out = NULL;
+        return 1;
+    }
+    if (flag) {
+        /* complete, but on pages other requests in flight protect: open them for the copy */
+        r->kind = OV_FREE;
+        ov.nactive--;
+        int cnt = 0;
+        PMPI_Get_count(&st, MPI_BYTE, &cnt);
+        size_t got = cnt < 0 || (size_t)cnt > len ? len : (size_t)cnt;
+        set_prot(pg0, pg1, PROT_READ | PROT_WRITE);
+        memcpy(buf, r->tmp, got);
+        apply_prot(pg0, pg1);
+        ov.st.bytes_copied += got;
+        ov.st.done_at_once++;
+        *out = NULL;
+        return 1;
+    }
+    r->prot = 1;
+    set_prot(pg0, pg1, PROT_NONE);
     return 1;
 }
 

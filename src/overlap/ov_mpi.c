@@ -392,7 +392,7 @@ STICKY(Win_allocate, P(MPI_Aint s, int u, MPI_Info i, MPI_Comm m, void *b, MPI_W
 STICKY(Win_allocate_shared, P(MPI_Aint s, int u, MPI_Info i, MPI_Comm m, void *b, MPI_Win *w), P(s, u, i, m, b, w))
 STICKY(Win_create_dynamic, P(MPI_Info i, MPI_Comm m, MPI_Win *w), P(i, m, w))
 STICKY(File_open, P(MPI_Comm m, const char *f, int a, MPI_Info i, MPI_File *fh), P(m, f, a, i, fh))
-STICKY(Buffer_attach, P(void *b, int s), P(b, s))
+FLUSH(Buffer_attach, P(void *b, int s), P(b, s))
 FLUSH(Start, P(MPI_Request *q), P(q))
 FLUSH(Startall, P(int n, MPI_Request q[]), P(n, q))
 FLUSH(Pack, P(const void *i, int c, MPI_Datatype t, void *o, int os, int *p, MPI_Comm m), P(i, c, t, o, os, p, m))

@@ -72,6 +72,8 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
             ov_chain_note_fault();
             ov_in_lib = 1;
             ov_complete_page(pg);
+            /* MPI may have faulted on (and opened) another page while we waited */
+            ov_deferred_run();
             ov_in_lib = 0;
         }
         errno = saved;

@@ -63,6 +63,8 @@ static inline void guard(const void *p, size_t n, int kernel_writes)
     uintptr_t a = (uintptr_t)p;
     ov_in_lib = 1;
     int done = kernel_writes ? ov_complete_range(a, a + n) : ov_complete_range_read(a, a + n);
+    if (ov_deferred_n)
+        ov_deferred_run();
     ov_in_lib = 0;
     if (done)
         ov.st.sys_flushes++;

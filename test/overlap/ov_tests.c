@@ -1,6 +1,9 @@
 /* Tests of libmpioverlap (src/overlap), run on 2 ranks with the library preloaded (or linked
  * in at compile time); each checks data, not just that nothing crashed. `ov_tests NAME`:
- *   calls     every intercepted call, data checked
+ *   calls     the converted calls and the pass-through sends, data checked
+ *   wrappers  every other wrapped call (collectives, nonblocking ones, Wait/Test forms,
+ *             probes, Pack/Unpack, communicators, a window) given a buffer a deferred
+ *             receive protects
  *   offsets   faults on send and receive buffers at sampled page offsets, sizes small/large;
  *             bytes around the buffer untouched
  *   overlap   seed §2.5: sends on the same elements, receive then send of the same area,
@@ -198,6 +201,157 @@ static void t_calls(void)
     MPI_Request_free(&pq[1]);
     MPI_Sendrecv(a, (int)(3 * pg), MPI_BYTE, peer, 81, b, (int)(3 * pg), MPI_BYTE, peer, 81, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     CHECK(bad(b, 3 * pg, 80 + peer) < 0, "Sendrecv after persistent requests");
+}
+
+/* Every other wrapped call, each given a buffer a deferred receive still protects (run with
+ * MPIOVERLAP_ATONCE=0 and MPIOVERLAP_RECV_MIN=0 it is inaccessible when the call comes): the
+ * call must see the received data, and its own results must be right. */
+static unsigned char *wa, *wb, *wc;
+static long wl;
+static int wseed;
+static void arm(void)       /* wb <- the peer's pattern wseed + peer, deferred */
+{
+    wseed++;
+    fill(wa, wl, wseed + rank);
+    MPI_Sendrecv(wa, (int)wl, MPI_BYTE, peer, wseed, wb, (int)wl, MPI_BYTE, peer, wseed,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+/* c holds, per byte, pat(seed + 0) ^ pat(seed + 1) */
+static long badx(const unsigned char *c, long n)
+{
+    for (long i = 0; i < n; i++)
+        if (c[i] != (pat(i, wseed) ^ pat(i, wseed + 1)))
+            return i;
+    return -1;
+}
+static void t_wrappers(void)
+{
+    wl = 2 * pg + 100;
+    wa = arena(4); wb = arena(4); wc = arena(8);
+    int L = (int)wl, cnt2[2] = { L, L }, dsp2[2] = { 0, L };
+    MPI_Request q;
+    arm(); MPI_Reduce(wb, wc, L, MPI_BYTE, MPI_BXOR, 0, MPI_COMM_WORLD);
+    CHECK(rank || badx(wc, wl) < 0, "Reduce");
+    arm(); MPI_Allreduce(wb, wc, L, MPI_BYTE, MPI_BXOR, MPI_COMM_WORLD);
+    CHECK(badx(wc, wl) < 0, "Allreduce");
+    arm(); MPI_Scan(wb, wc, L, MPI_BYTE, MPI_BXOR, MPI_COMM_WORLD);
+    CHECK(rank == 0 ? bad(wc, wl, wseed + 1) < 0 : badx(wc, wl) < 0, "Scan");
+    arm(); MPI_Exscan(wb, wc, L, MPI_BYTE, MPI_BXOR, MPI_COMM_WORLD);
+    CHECK(rank == 0 || bad(wc, wl, wseed + 1) < 0, "Exscan");
+    arm(); memcpy(wc, wa, (size_t)wl); MPI_Reduce_local(wb, wc, L, MPI_BYTE, MPI_BXOR);
+    CHECK(badx(wc, wl) < 0, "Reduce_local");
+    arm(); MPI_Reduce_scatter_block(wb, wc, L / 2, MPI_BYTE, MPI_BXOR, MPI_COMM_WORLD);
+    { int ok = 1; for (long i = 0; i < wl / 2; i++) { long j = rank * (wl / 2) + i; if (wc[i] != (pat(j, wseed) ^ pat(j, wseed + 1))) ok = 0; }
+      CHECK(ok, "Reduce_scatter_block"); }
+    arm(); { int rc2[2] = { L / 2, L / 2 }; MPI_Reduce_scatter(wb, wc, rc2, MPI_BYTE, MPI_BXOR, MPI_COMM_WORLD); }
+    { int ok = 1; for (long i = 0; i < wl / 2; i++) { long j = rank * (wl / 2) + i; if (wc[i] != (pat(j, wseed) ^ pat(j, wseed + 1))) ok = 0; }
+      CHECK(ok, "Reduce_scatter"); }
+    arm(); MPI_Gather(wb, L, MPI_BYTE, wc, L, MPI_BYTE, 0, MPI_COMM_WORLD);
+    CHECK(rank || (bad(wc, wl, wseed + 1) < 0 && bad(wc + wl, wl, wseed) < 0), "Gather");
+    arm(); MPI_Gatherv(wb, L, MPI_BYTE, wc, cnt2, dsp2, MPI_BYTE, 1, MPI_COMM_WORLD);
+    CHECK(!rank || (bad(wc, wl, wseed + 1) < 0 && bad(wc + wl, wl, wseed) < 0), "Gatherv");
+    arm(); MPI_Allgather(wb, L, MPI_BYTE, wc, L, MPI_BYTE, MPI_COMM_WORLD);
+    CHECK(bad(wc, wl, wseed + 1) < 0 && bad(wc + wl, wl, wseed) < 0, "Allgather");
+    arm(); MPI_Allgatherv(wb, L, MPI_BYTE, wc, cnt2, dsp2, MPI_BYTE, MPI_COMM_WORLD);
+    CHECK(bad(wc, wl, wseed + 1) < 0 && bad(wc + wl, wl, wseed) < 0, "Allgatherv");
+    /* root's send buffer is the deferred receive: both halves its peer's data */
+    arm(); memcpy(wc, wb, 1); MPI_Scatter(wb, L / 2, MPI_BYTE, wc + 4 * pg, L / 2, MPI_BYTE, 0, MPI_COMM_WORLD);
+    { long o = rank * (wl / 2); int ok = 1; for (long i = 0; i < wl / 2; i++) if (wc[4 * pg + i] != pat(o + i, wseed + 1)) ok = 0;
+      CHECK(ok, "Scatter"); }
+    arm(); { int c2[2] = { L / 2, L / 2 }, d2[2] = { 0, L / 2 };
+             MPI_Scatterv(wb, c2, d2, MPI_BYTE, wc + 4 * pg, L / 2, MPI_BYTE, 0, MPI_COMM_WORLD); }
+    { long o = rank * (wl / 2); int ok = 1; for (long i = 0; i < wl / 2; i++) if (wc[4 * pg + i] != pat(o + i, wseed + 1)) ok = 0;
+      CHECK(ok, "Scatterv"); }
+    /* alltoall of halves: I get the peer's half [rank], which is the peer's b = my pattern */
+    arm(); MPI_Alltoall(wb, L / 2, MPI_BYTE, wc, L / 2, MPI_BYTE, MPI_COMM_WORLD);
+    { long o = rank * (wl / 2); int ok = 1; for (long i = 0; i < wl / 2; i++) if (wc[peer * (wl / 2) + i] != pat(o + i, wseed + rank)) ok = 0;
+      CHECK(ok, "Alltoall"); }
+    arm(); { int c2[2] = { L / 2, L / 2 }, d2[2] = { 0, L / 2 };
+             MPI_Alltoallv(wb, c2, d2, MPI_BYTE, wc, c2, d2, MPI_BYTE, MPI_COMM_WORLD); }
+    { long o = rank * (wl / 2); int ok = 1; for (long i = 0; i < wl / 2; i++) if (wc[peer * (wl / 2) + i] != pat(o + i, wseed + rank)) ok = 0;
+      CHECK(ok, "Alltoallv"); }
+    arm(); { int c2[2] = { L / 2, L / 2 }, d2[2] = { 0, L / 2 }; MPI_Datatype t2[2] = { MPI_BYTE, MPI_BYTE };
+             MPI_Alltoallw(wb, c2, d2, t2, wc, c2, d2, t2, MPI_COMM_WORLD); }
+    { long o = rank * (wl / 2); int ok = 1; for (long i = 0; i < wl / 2; i++) if (wc[peer * (wl / 2) + i] != pat(o + i, wseed + rank)) ok = 0;
+      CHECK(ok, "Alltoallw"); }
+    /* nonblocking collectives, then a blocking call while they are outstanding */
+    arm(); MPI_Ibcast(wb, L, MPI_BYTE, 1, MPI_COMM_WORLD, &q); MPI_Wait(&q, MPI_STATUS_IGNORE);
+    CHECK(bad(wb, wl, wseed) < 0, "Ibcast");
+    arm(); MPI_Iallreduce(wb, wc, L, MPI_BYTE, MPI_BXOR, MPI_COMM_WORLD, &q);
+    { int flag = 0; while (!flag) MPI_Test(&q, &flag, MPI_STATUS_IGNORE); }
+    CHECK(badx(wc, wl) < 0, "Iallreduce");
+    arm(); MPI_Ireduce(wb, wc, L, MPI_BYTE, MPI_BXOR, 0, MPI_COMM_WORLD, &q); MPI_Wait(&q, MPI_STATUS_IGNORE);
+    CHECK(rank || badx(wc, wl) < 0, "Ireduce");
+    arm(); MPI_Iallgather(wb, L, MPI_BYTE, wc, L, MPI_BYTE, MPI_COMM_WORLD, &q); MPI_Wait(&q, MPI_STATUS_IGNORE);
+    CHECK(bad(wc, wl, wseed + 1) < 0 && bad(wc + wl, wl, wseed) < 0, "Iallgather");
+    arm(); MPI_Igather(wb, L, MPI_BYTE, wc, L, MPI_BYTE, 0, MPI_COMM_WORLD, &q); MPI_Wait(&q, MPI_STATUS_IGNORE);
+    CHECK(rank || (bad(wc, wl, wseed + 1) < 0 && bad(wc + wl, wl, wseed) < 0), "Igather");
+    arm(); MPI_Iscatter(wb, L / 2, MPI_BYTE, wc + 4 * pg, L / 2, MPI_BYTE, 0, MPI_COMM_WORLD, &q); MPI_Wait(&q, MPI_STATUS_IGNORE);
+    { long o = rank * (wl / 2); int ok = 1; for (long i = 0; i < wl / 2; i++) if (wc[4 * pg + i] != pat(o + i, wseed + 1)) ok = 0;
+      CHECK(ok, "Iscatter"); }
+    arm(); MPI_Ialltoall(wb, L / 2, MPI_BYTE, wc, L / 2, MPI_BYTE, MPI_COMM_WORLD, &q); MPI_Wait(&q, MPI_STATUS_IGNORE);
+    { long o = rank * (wl / 2); int ok = 1; for (long i = 0; i < wl / 2; i++) if (wc[peer * (wl / 2) + i] != pat(o + i, wseed + rank)) ok = 0;
+      CHECK(ok, "Ialltoall"); }
+    arm(); MPI_Ibarrier(MPI_COMM_WORLD, &q); MPI_Wait(&q, MPI_STATUS_IGNORE);
+    CHECK(bad(wb, wl, wseed + peer) < 0, "Ibarrier");
+    /* the application's own point-to-point, completed by each Wait/Test form */
+    for (int form = 0; form < 4; form++) {
+        arm();
+        MPI_Request r2[2];
+        static unsigned char bb[3 * 4096 + MPI_BSEND_OVERHEAD + 256];
+        MPI_Irecv(wc, L, MPI_BYTE, peer, 100, MPI_COMM_WORLD, &r2[1]);
+        if (form == 0) MPI_Issend(wb, L, MPI_BYTE, peer, 100, MPI_COMM_WORLD, &r2[0]);
+        else if (form == 1) { MPI_Buffer_attach(bb, sizeof bb); MPI_Ibsend(wb, L, MPI_BYTE, peer, 100, MPI_COMM_WORLD, &r2[0]); }
+        else MPI_Isend(wb, L, MPI_BYTE, peer, 100, MPI_COMM_WORLD, &r2[0]);
+        int idx, outc, ids[2], flag = 0, left = 2;
+        while (left > 0) {
+            if (form == 0) { MPI_Waitany(2, r2, &idx, MPI_STATUS_IGNORE); left--; }
+            else if (form == 1) { MPI_Waitsome(2, r2, &outc, ids, MPI_STATUSES_IGNORE); left -= outc; }
+            else if (form == 2) { MPI_Testany(2, r2, &idx, &flag, MPI_STATUS_IGNORE); if (flag && idx != MPI_UNDEFINED) left--; }
+            else { MPI_Testsome(2, r2, &outc, ids, MPI_STATUSES_IGNORE); if (outc > 0) left -= outc; }
+        }
+        if (form == 1) { void *x; int xs; MPI_Buffer_detach(&x, &xs); }
+        CHECK(bad(wc, wl, wseed + rank) < 0, "Issend/Ibsend/Isend + Waitany/Waitsome/Testany/Testsome form %d", form);
+    }
+    /* Irsend: the receive is posted before the ready message */
+    arm();
+    MPI_Irecv(wc, L, MPI_BYTE, peer, 101, MPI_COMM_WORLD, &q);
+    MPI_Barrier(MPI_COMM_WORLD);
+    { MPI_Request r3; MPI_Irsend(wb, L, MPI_BYTE, peer, 101, MPI_COMM_WORLD, &r3); MPI_Wait(&r3, MPI_STATUS_IGNORE); }
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
+    CHECK(bad(wc, wl, wseed + rank) < 0, "Irsend");
+    /* matched probes */
+    arm();
+    MPI_Isend(wa, L, MPI_BYTE, peer, 102, MPI_COMM_WORLD, &q);
+    { MPI_Message m; MPI_Status st; MPI_Mprobe(peer, 102, MPI_COMM_WORLD, &m, &st); MPI_Mrecv(wb, L, MPI_BYTE, &m, MPI_STATUS_IGNORE); }
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
+    CHECK(bad(wb, wl, wseed + peer) < 0, "Mprobe/Mrecv into a deferred receive's buffer");
+    arm();
+    { MPI_Request s3; MPI_Message m; int flag = 0;
+      MPI_Isend(wa, L, MPI_BYTE, peer, 103, MPI_COMM_WORLD, &s3);
+      while (!flag) MPI_Improbe(peer, 103, MPI_COMM_WORLD, &flag, &m, MPI_STATUS_IGNORE);
+      MPI_Imrecv(wb, L, MPI_BYTE, &m, &q); MPI_Wait(&q, MPI_STATUS_IGNORE); MPI_Wait(&s3, MPI_STATUS_IGNORE); }
+    CHECK(bad(wb, wl, wseed + peer) < 0, "Improbe/Imrecv");
+    arm(); { int flag; MPI_Iprobe(MPI_ANY_SOURCE, 9999, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE); }
+    /* Pack / Unpack of a deferred receive's buffer */
+    arm(); { int pos = 0; MPI_Pack(wb, L, MPI_BYTE, wc, 4 * (int)pg, &pos, MPI_COMM_WORLD);
+             CHECK(bad(wc, wl, wseed + peer) < 0, "Pack"); }
+    arm(); { int pos = 0; fill(wc, wl, 7); MPI_Unpack(wc, 4 * (int)pg, &pos, wb, L, MPI_BYTE, MPI_COMM_WORLD);
+             CHECK(bad(wb, wl, 7) < 0, "Unpack into a deferred receive's buffer"); }
+    /* communicators, cancel */
+    arm(); { MPI_Comm c1, c2, c3; MPI_Group g; MPI_Comm_dup(MPI_COMM_WORLD, &c1); MPI_Comm_split(c1, 0, rank, &c2);
+             MPI_Comm_group(c2, &g); MPI_Comm_create(c2, g, &c3); MPI_Group_free(&g);
+             MPI_Sendrecv(wa, L, MPI_BYTE, peer, 0, wc, L, MPI_BYTE, peer, 0, c3, MPI_STATUS_IGNORE);
+             CHECK(bad(wc, wl, wseed + peer) < 0, "Sendrecv on a created communicator");
+             MPI_Comm_free(&c3); MPI_Comm_free(&c2); MPI_Comm_free(&c1); }
+    arm(); MPI_Irecv(wc, L, MPI_BYTE, peer, 104, MPI_COMM_WORLD, &q); MPI_Cancel(&q); MPI_Wait(&q, MPI_STATUS_IGNORE);
+    CHECK(bad(wb, wl, wseed + peer) < 0, "Cancel");
+    /* a window on a deferred receive's buffer: sticky from here on */
+    arm(); { MPI_Win w; MPI_Win_create(wb, wl, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &w); MPI_Win_fence(0, w);
+             MPI_Put(wa, 10, MPI_BYTE, peer, 0, 10, MPI_BYTE, w); MPI_Win_fence(0, w);
+             CHECK(bad(wb, 10, wseed + peer) < 0 && wb[10] == pat(10, wseed + peer), "Win_create + Put on it");
+             MPI_Win_free(&w); }
+    arm(); CHECK(bad(wb, wl, wseed + peer) < 0, "Sendrecv after a window");
 }
 
 /* faults at sampled page offsets, send and receive, small and large; the receiver checks the
@@ -452,7 +606,8 @@ static void t_crash(void)
 {
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) {
-        volatile unsigned char *p = (unsigned char *)16;
+        volatile uintptr_t addr = 16;
+        volatile unsigned char *p = (volatile unsigned char *)addr;
         *p = 1;
         fprintf(stderr, "rank 1 survived a store to address 16\n");
     }
@@ -486,6 +641,7 @@ int main(int argc, char **argv)
     }
     peer = 1 - rank;
     if (!strcmp(t, "calls")) t_calls();
+    else if (!strcmp(t, "wrappers")) t_wrappers();
     else if (!strcmp(t, "offsets")) t_offsets();
     else if (!strcmp(t, "overlap")) t_overlap();
     else if (!strcmp(t, "syscall")) t_syscall();
@@ -495,7 +651,7 @@ int main(int argc, char **argv)
     else if (!strcmp(t, "threads")) t_threads();
     else if (!strcmp(t, "crash")) t_crash();
     else {
-        if (rank == 0) fprintf(stderr, "ov_tests: unknown test '%s' (calls offsets overlap syscall segv chain nochain threads multiple crash)\n", t);
+        if (rank == 0) fprintf(stderr, "ov_tests: unknown test '%s' (calls wrappers offsets overlap syscall segv chain nochain threads multiple crash)\n", t);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int all = 0;

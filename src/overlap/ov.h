@@ -33,6 +33,8 @@ struct ov_req {
     char *tmp;              /* copy of the send data, or where the receive lands */
     size_t tmpcap;          /* tmp's size (kept across uses of the slot: no malloc per call) */
     int chained;            /* started inside a recognised chain (ov_chain.c) */
+    void *site;             /* the call's return address (ov_adapt.c) */
+    long long t_ret;        /* when that call returned (ns, CLOCK_MONOTONIC) */
     int prot;               /* its pages were actually protected (not: the last of a chain,
                                waited for before the call returns) */
 };
@@ -47,6 +49,7 @@ struct ov_stats {
     unsigned long long chains_found;   /* distinct chains recognised */
     unsigned long long chain_runs;     /* times a recognised chain ran and was waited once */
     unsigned long long chained_reqs;   /* requests that were part of those runs */
+    unsigned long long site_blocking;  /* calls left blocking: their site's deferrals did not pay */
     unsigned long long done_at_once;   /* complete already when started: no protection needed */
     unsigned long long bytes_copied;   /* send copies, receive copy-ins, copy-outs around pages */
     unsigned long long sys_flushes;    /* system calls that had to complete requests first */
@@ -60,6 +63,8 @@ struct ov_state {
     long chain_gap_ns;      /* MPIOVERLAP_CHAIN_GAP_NS: longest pause counted as "no computation" */
     size_t recv_min;        /* MPIOVERLAP_RECV_MIN: receives of at most this many bytes stay
                                blocking (default one page; ov_mpi.c says why) */
+    int adapt;              /* MPIOVERLAP_ADAPT (default 1, ov_adapt.c) */
+    long adapt_ns;          /* MPIOVERLAP_ADAPT_NS */
     int at_once;            /* MPIOVERLAP_ATONCE (default 1): test a request once when it starts */
     int wait_now;           /* the request being started is waited for before the call returns
                                (the last of a chain): no protection */
@@ -111,6 +116,14 @@ int ov_chain_enter(void *site);
 int ov_chain_is_last(void);
 void ov_chain_exit(void);
 void ov_chain_note_fault(void);
+
+long long ov_now_ns(void);
+
+/* ov_adapt.c */
+int ov_site_blocking(void *pc);
+void ov_site_score(void *pc, long long touched_after_ns);
+/* stamp the requests just started with their site and return time */
+void ov_stamp(struct ov_req *a, struct ov_req *b, void *site);
 
 /* ov_sys.c */
 void ov_sys_init(void);

@@ -38,7 +38,7 @@ static long long last_exit;
 static int fault_since;
 static int cur = -1, pos;       /* the chain running, and how many of its calls came */
 
-static long long now_ns(void)
+long long ov_now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -86,7 +86,7 @@ int ov_chain_enter(void *site)
 {
     if (!ov.chain_enabled)
         return 0;
-    long long t = now_ns();
+    long long t = ov_now_ns();
     int contiguous = last_exit && t - last_exit < ov.chain_gap_ns && !fault_since;
     if (!contiguous) {
         close_run();
@@ -130,6 +130,16 @@ void ov_chain_exit(void)
 {
     if (!ov.chain_enabled)
         return;
-    last_exit = now_ns();
+    last_exit = ov_now_ns();
     fault_since = 0;
+}
+
+/* after ov_chain_exit: the same clock reading serves both */
+void ov_stamp(struct ov_req *a, struct ov_req *b, void *site)
+{
+    if (!ov.adapt || (!a && !b))
+        return;
+    long long t = ov.chain_enabled ? last_exit : ov_now_ns();
+    if (a) { a->site = site; a->t_ret = t; }
+    if (b) { b->site = site; b->t_ret = t; }
 }

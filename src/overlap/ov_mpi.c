@@ -81,6 +81,8 @@ static void ov_init(int required, int threads_before)
     ov.chain_enabled = (int)env_long("MPIOVERLAP_CHAIN", 1);
     ov.chain_gap_ns = env_long("MPIOVERLAP_CHAIN_GAP_NS", 2000);
     ov.at_once = (int)env_long("MPIOVERLAP_ATONCE", 1);
+    ov.adapt = (int)env_long("MPIOVERLAP_ADAPT", 1);
+    ov.adapt_ns = env_long("MPIOVERLAP_ADAPT_NS", 20000);
     /* A deferred receive costs two mprotect calls and maybe a fault: 3-7 us and 11-25 us on
      * this project's VM (measured; README), more than a message within one page takes to
      * arrive on any network here. Such receives stay blocking unless MPIOVERLAP_RECV_MIN
@@ -143,11 +145,11 @@ int MPI_Finalize(void)
         struct ov_stats *s = &ov.st;
         fprintf(stderr,
                 "mpioverlap: rank %d: %s; deferred %llu (send copied %llu, send protected %llu, "
-                "recv %llu; complete at once %llu), passed through %llu, faults %llu (inside MPI %llu, "
+                "recv %llu; complete at once %llu), passed through %llu (by site %llu), faults %llu (inside MPI %llu, "
                 "not ours %llu), chains found %llu, chain runs %llu (%llu calls), bytes copied "
                 "%llu, syscall flushes %llu, mprotect calls %llu\n",
                 ov.rank, ov.enabled ? "enabled" : "pass-through", s->deferred, s->send_copied,
-                s->send_protected, s->recv_deferred, s->done_at_once, s->passthrough, s->faults, s->faults_in_mpi,
+                s->send_protected, s->recv_deferred, s->done_at_once, s->passthrough, s->site_blocking, s->faults, s->faults_in_mpi,
                 s->faults_foreign, s->chains_found, s->chain_runs, s->chained_reqs,
                 s->bytes_copied, s->sys_flushes, s->mprotects);
     }
@@ -202,8 +204,10 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     size_t len;
     int rc;
     struct ov_req *r;
-    if (dest != MPI_PROC_NULL && can_defer() && simple_type(dt, count, &len)) {
-        int ch = ov_chain_enter(__builtin_return_address(0));
+    void *site = __builtin_return_address(0);
+    if (dest != MPI_PROC_NULL && can_defer() && simple_type(dt, count, &len) &&
+        !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
+        int ch = ov_chain_enter(site);
         int last = ch && ov_chain_is_last();
         ov.wait_now = last;
         int s = ov_start_send(buf, count, dt, len, dest, tag, comm, 0, &r);
@@ -214,6 +218,8 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
             if (last)
                 ov_complete_chained();
             ov_chain_exit();
+            if (!last)
+                ov_stamp(r, NULL, site);
             LEAVE();
             return MPI_SUCCESS;
         }
@@ -236,12 +242,14 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
     if (!ov.enabled || ov_in_lib)
         return PMPI_Recv(buf, count, dt, src, tag, comm, status);
     ENTER();
+    void *site = __builtin_return_address(0);
     size_t len;
     int rc;
     struct ov_req *r;
     if (status == MPI_STATUS_IGNORE && src != MPI_PROC_NULL && can_defer() &&
-        simple_type(dt, count, &len) && len > ov.recv_min) {
-        int ch = ov_chain_enter(__builtin_return_address(0));
+        simple_type(dt, count, &len) && len > ov.recv_min &&
+        !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
+        int ch = ov_chain_enter(site);
         int last = ch && ov_chain_is_last();
         ov.wait_now = last;
         int s = ov_start_recv(buf, count, dt, len, src, tag, comm, &r);
@@ -252,6 +260,8 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
             if (last)
                 ov_complete_chained();
             ov_chain_exit();
+            if (!last)
+                ov_stamp(r, NULL, site);
             LEAVE();
             return MPI_SUCCESS;
         }
@@ -287,8 +297,10 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
     int rok = src == MPI_PROC_NULL || simple_type(rdt, rcount, &rlen);
     if (rlen && rlen <= ov.recv_min)
         rok = 0;    /* see recv_min in ov_init */
-    if (status == MPI_STATUS_IGNORE && sok && rok && can_defer() && (slen || rlen)) {
-        int ch = ov_chain_enter(__builtin_return_address(0));
+    void *site = __builtin_return_address(0);
+    if (status == MPI_STATUS_IGNORE && sok && rok && can_defer() && (slen || rlen) &&
+        !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
+        int ch = ov_chain_enter(site);
         struct ov_req *rr = NULL, *sr = NULL;
         int s = 1;
         /* the last call of a chain waits before returning: nothing to protect */
@@ -325,6 +337,8 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
         if (last)
             ov_complete_chained();
         ov_chain_exit();
+        if (!last && s > 0)
+            ov_stamp(rr, sr, site);
         LEAVE();
         return s > 0 ? MPI_SUCCESS : -s;
     }

@@ -138,9 +138,18 @@ static int complete_sel(const unsigned char *sel)
         }
     if (n == 0)
         return 0;
+    /* when the memory was wanted (not when the wait ended), for the sites' scores */
+    long long t = ov.adapt ? ov_now_ns() : 0;
     int rc = PMPI_Waitall(n, reqs, sts);
     if (rc != MPI_SUCCESS)
         fail_request(rc);
+    /* how long each protected request was in flight after its call returned, for the
+     * call site's score (ov_adapt.c); a chain's requests are waited for on purpose */
+    if (ov.adapt) {
+        for (int k = 0; k < n; k++)
+            if (done[k].prot && !done[k].chained)
+                ov_site_score(done[k].site, t - done[k].t_ret);
+    }
     /* out of the table first, so "covered" below sees only what stays in flight */
     for (int i = 0; i < OV_MAXREQ; i++)
         if (sel[i] && ov.table[i].kind != OV_FREE) {

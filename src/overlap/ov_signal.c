@@ -70,6 +70,7 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
         } else {
             ov.st.faults++;
             ov_chain_note_fault();
+
             ov_in_lib = 1;
             ov_complete_page(pg);
             /* MPI may have faulted on (and opened) another page while we waited */

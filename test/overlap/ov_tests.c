@@ -13,6 +13,8 @@
  *             still gets its faults; ours still work
  *   chain     back-to-back exchanges (maint/test checks the report's chain counters)
  *   nochain   the same with computation between them
+ *   adapt     a ping-pong reading each message at once (maint/test checks that its call sites
+ *             turned blocking, by the report)
  *   threads   an application thread after MPI_Init: pass-through from then on, still right
  *   multiple  MPI_Init_thread(MPI_THREAD_MULTIPLE): pass-through, still right
  *   crash     a fault not on our pages, no handler: the process dies of SIGSEGV
@@ -591,6 +593,26 @@ static void t_chain(int spread)
     }
 }
 
+/* a ping-pong that reads each message at once: its call sites turn blocking (ov_adapt.c) */
+static void t_adapt(void)
+{
+    long len = 3 * pg;
+    unsigned char *a = arena(4);
+    for (int it = 0; it < 200; it++) {
+        if (rank == 0) {
+            fill(a, len, it);
+            MPI_Send(a, (int)len, MPI_BYTE, peer, it, MPI_COMM_WORLD);
+            MPI_Recv(a, (int)len, MPI_BYTE, peer, it, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            CHECK(bad(a, len, it + 1) < 0, "ping-pong %d", it);
+        } else {
+            MPI_Recv(a, (int)len, MPI_BYTE, peer, it, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            CHECK(bad(a, len, it) < 0, "ping-pong %d", it);
+            fill(a, len, it + 1);
+            MPI_Send(a, (int)len, MPI_BYTE, peer, it, MPI_COMM_WORLD);
+        }
+    }
+}
+
 /* an application thread: the library says it turns into a pass-through, results stay right */
 static void *idle(void *x) { return x; }
 static void t_threads(void)
@@ -649,9 +671,10 @@ int main(int argc, char **argv)
     else if (!strcmp(t, "chain")) t_chain(0);
     else if (!strcmp(t, "nochain")) t_chain(1);
     else if (!strcmp(t, "threads")) t_threads();
+    else if (!strcmp(t, "adapt")) t_adapt();
     else if (!strcmp(t, "crash")) t_crash();
     else {
-        if (rank == 0) fprintf(stderr, "ov_tests: unknown test '%s' (calls wrappers offsets overlap syscall segv chain nochain threads multiple crash)\n", t);
+        if (rank == 0) fprintf(stderr, "ov_tests: unknown test '%s' (calls wrappers offsets overlap syscall segv chain nochain adapt threads multiple crash)\n", t);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int all = 0;

@@ -61,6 +61,8 @@ struct ov_state {
     int report;             /* MPIOVERLAP_REPORT */
     int chain_enabled;      /* MPIOVERLAP_CHAIN (default on) */
     long chain_gap_ns;      /* MPIOVERLAP_CHAIN_GAP_NS: longest pause counted as "no computation" */
+    size_t send_min;        /* MPIOVERLAP_SEND_MIN: sends of at most this many bytes stay
+                               blocking (default one page: MPI's eager path returns at once) */
     size_t recv_min;        /* MPIOVERLAP_RECV_MIN: receives of at most this many bytes stay
                                blocking (default one page; ov_mpi.c says why) */
     int adapt;              /* MPIOVERLAP_ADAPT (default 1, ov_adapt.c) */

@@ -238,7 +238,8 @@ static double rma(size_t size, int get, int sync, int bw, MPI_Win win)
 }
 
 /* Issue 15's one-node measurement, on a window from MPI_Win_allocate (where an MPI may put
- * the memory in shared memory): put = lock-put-unlock per operation; get, accumulate
+ * the memory in shared memory; *_create: from MPI_Win_create on malloc'd memory instead):
+ * put = lock-put-unlock per operation; get, accumulate
  * (MPI_SUM of longs), fetch_and_op (MPI_SUM, one long), compare_and_swap (one long) = one
  * lock_all around all of them and op + flush per operation; put_lat_pscw: post/wait at rank 1,
  * start/put/complete at rank 0 per operation. µs per operation. */
@@ -367,6 +368,13 @@ static const struct bench benches[] = {
     {"fop_lat", "Latency (us)", "8", K_RMAW, RW_FOP},
     {"cas_lat", "Latency (us)", "8", K_RMAW, RW_CAS},
     {"put_lat_pscw", "Latency (us)", "8,4096,65536", K_RMAW, RW_PSCW},
+    /* the same on MPI_Win_create memory (malloc'd: no MPI can map it for its peers) */
+    {"put_lat_create", "Latency (us)", "8,1024,4096,65536,1048576", K_RMAW, RW_PUT, 1},
+    {"get_lat_create", "Latency (us)", "8,1024,4096,65536,1048576", K_RMAW, RW_GET, 1},
+    {"acc_lat_create", "Latency (us)", "8,1024,4096,65536", K_RMAW, RW_ACC, 1},
+    {"fop_lat_create", "Latency (us)", "8", K_RMAW, RW_FOP, 1},
+    {"cas_lat_create", "Latency (us)", "8", K_RMAW, RW_CAS, 1},
+    {"put_lat_pscw_create", "Latency (us)", "8,4096,65536", K_RMAW, RW_PSCW, 1},
     {"put_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_FENCE, 0},
     {"put_lat_lock", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_LOCK, 0},
     {"get_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 1, RMA_FENCE, 0},
@@ -399,6 +407,7 @@ int main(int argc, char **argv)
     int i, nsizes, opt_err = 0;
     char msg[256];
     MPI_Win win = MPI_WIN_NULL;
+    void *wmem = NULL;          /* *_create benches: the window's memory */
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -462,7 +471,15 @@ int main(int argc, char **argv)
             sbuf = calloc(1, max_size);
             rbuf = calloc(1, max_size);
         }
-        MPI_Win_allocate((MPI_Aint) max_size, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+        if (b->arg2) {
+            wmem = calloc(1, max_size);
+            if (!wmem)
+                fail("out of memory for the window");
+            MPI_Win_create(wmem, (MPI_Aint) max_size, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        } else {
+            MPI_Win_allocate((MPI_Aint) max_size, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem,
+                             &win);
+        }
     }
 
     if (rank == 0) {
@@ -507,6 +524,7 @@ int main(int argc, char **argv)
     }
     if (win != MPI_WIN_NULL)
         MPI_Win_free(&win);
+    free(wmem);
     free(sbuf);
     free(rbuf);
     MPI_Finalize();

@@ -9,7 +9,10 @@
  * every eager limit: direct where the target is reachable), a put outside the target's window
  * returns MPI_ERR_RMA_RANGE, and the counters say which path the operations took: with
  * MPIR_CVAR_AMLAPI_RMA_DIRECT (default on) contiguous puts and gets to other ranks are
- * direct (amlapi_rma_direct_puts/gets grow), with it 0 none is. Prints "rma: N errors".
+ * direct (amlapi_rma_direct_puts/gets grow), with it 0 none is -- except when every rank
+ * shares one node and MPIR_CVAR_AMLAPI_RMA_SHM and _RMA_SHM_COPY are on: then every window
+ * but the dynamic one is a shared-memory window (MPI_Win_create memory by single copy,
+ * amlapi_rma_shm_single_copy_ops grows) and none is direct. Prints "rma: N errors".
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -226,7 +229,8 @@ int main(int argc, char **argv)
     unsigned long long vpeers, single_copy;
     MPI_Comm node;
     MPI_Datatype vec;
-    unsigned long long puts0, gets0, puts, gets;
+    unsigned long long puts0, gets0, puts, gets, cp0, cp;
+    int node_size, shm_all;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -241,6 +245,14 @@ int main(int argc, char **argv)
     any_direct = direct == 1 && size > 1 && (single_copy || vpeers < (unsigned) size - 1);
     all_direct = direct == 1 && size > 1 && (single_copy || vpeers == 0);
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_size);
+    /* every window but the dynamic one in shared memory: nothing goes direct */
+    shm_all = cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM") == 1 &&
+        cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM_COPY") == 1 && direct == 1 && single_copy &&
+        size > 1 && node_size == size;
+    if (shm_all)
+        any_direct = 0;
+    cp0 = pvar_read("amlapi_rma_shm_single_copy_ops");
     MPI_Type_vector(S, 1, 2, MPI_INT, &vec);
     MPI_Type_commit(&vec);
 
@@ -322,6 +334,12 @@ int main(int argc, char **argv)
     if (!any_direct && (puts || gets))
         ERR("no peer is reachable directly, yet %llu puts and %llu gets were direct", puts,
             gets);
+    cp = pvar_read("amlapi_rma_shm_single_copy_ops") - cp0;
+    if (shm_all && cp == 0)
+        ERR("every rank on the node with single copy, yet no MPI_Win_create operation was "
+            "a single copy");
+    if (!shm_all && cp)
+        ERR("%llu single copies counted in a shared-memory window, want none", cp);
 
     MPI_Type_free(&vec);
     MPI_Comm_free(&node);

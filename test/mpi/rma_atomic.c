@@ -16,9 +16,11 @@
  *    MPI_ERR_RMA_SYNC; a put past a target's window end returns MPI_ERR_RMA_RANGE and writes
  *    nothing, and so does an accumulate, on a shared-memory window too (its neighbour's
  *    memory is in the same segment);
- *  - the path: windows whose ranks all share a node (MPI_Win_allocate(_shared)) with
- *    MPIR_CVAR_AMLAPI_RMA_SHM on count their operations in amlapi_rma_shm_ops/_atomics,
- *    others do not.
+ *  - the path: windows whose ranks all share a node with MPIR_CVAR_AMLAPI_RMA_SHM on
+ *    (MPI_Win_allocate(_shared); MPI_Win_create too with MPIR_CVAR_AMLAPI_RMA_SHM_COPY,
+ *    when vnode's single copy works and MPIR_CVAR_AMLAPI_RMA_DIRECT is on) count their operations in
+ *    amlapi_rma_shm_ops/_atomics, others do not; amlapi_rma_shm_single_copy_ops grows for
+ *    MPI_Win_create ones only.
  * Prints "rma_atomic: N errors".
  */
 #include <mpi.h>
@@ -305,7 +307,7 @@ static void test_errors(win_t * w, int shm)
 
 int main(int argc, char **argv)
 {
-    int size, node_size, total, rma_shm;
+    int size, node_size, total, rma_shm, by_copy;
     MPI_Comm node;
     MPI_Datatype stride2;
 
@@ -314,6 +316,10 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     mpit_init();
     rma_shm = cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM");
+    /* MPI_Win_create memory is reached by single copy on the node */
+    by_copy = cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM_COPY") == 1 &&
+        cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT") == 1 &&
+        pvar_read("amlapi_vnode_single_copy") != 0;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_size(node, &node_size);
     MPI_Type_vector(E, 1, 2, MPI_LONG, &stride2);
@@ -321,12 +327,14 @@ int main(int argc, char **argv)
 
     for (int k = 0; k < K_COUNT; k++) {
         win_t w;
-        unsigned long long ops0, acc0, ops, acc;
+        unsigned long long ops0, acc0, ops, acc, cp0, cp;
         int n, shm;
         win_open(&w, k, node);
         n = w.n;
         /* the shared-memory path: allocated memory, every rank of the window on the node */
-        shm = rma_shm == 1 && k != K_CREATE && n > 1 && (k == K_SHARED || node_size == size);
+        shm = rma_shm == 1 && n > 1 && (k == K_SHARED || node_size == size) &&
+            (k != K_CREATE || by_copy);
+        cp0 = pvar_read("amlapi_rma_shm_single_copy_ops");
         ops0 = pvar_read("amlapi_rma_shm_ops");
         acc0 = pvar_read("amlapi_rma_shm_atomics");
         test_accumulate(&w, stride2);
@@ -336,6 +344,12 @@ int main(int argc, char **argv)
         test_exclusive(&w);
         ops = pvar_read("amlapi_rma_shm_ops") - ops0;
         acc = pvar_read("amlapi_rma_shm_atomics") - acc0;
+        cp = pvar_read("amlapi_rma_shm_single_copy_ops") - cp0;
+        if (shm && k == K_CREATE && cp == 0)
+            ERR("%s: a shared-memory window of MPI_Win_create memory, yet no single copy "
+                "counted", kname[k]);
+        if ((!shm || k != K_CREATE) && cp)
+            ERR("%s: %llu single copies counted, want none", kname[k], cp);
         if (shm && (ops == 0 || acc == 0))
             ERR("%s: a shared-memory window, yet %llu copies and %llu atomics counted",
                 kname[k], ops, acc);

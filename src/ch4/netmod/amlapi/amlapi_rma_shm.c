@@ -1,13 +1,19 @@
 /*
- * amlapi netmod: RMA in shared memory (issue 15, seed 001 §3). A window made by
- * MPI_Win_allocate or MPI_Win_allocate_shared over ranks that all share one node has its
- * memory in one segment that every rank maps (MPIDIG's win_shm_alloc_impl). Such a window
- * does all of its one-sided communication here, with no message and nothing asked of the
- * target, which may be computing:
+ * amlapi netmod: RMA in shared memory (issue 15, seed 001 §3). A window whose ranks all
+ * share one node does all of its one-sided communication here, with no message and nothing
+ * asked of the target, which may be computing. Its memory is either in one segment that
+ * every rank maps (MPI_Win_allocate(_shared): MPIDIG's win_shm_alloc_impl) or, for
+ * MPI_Win_create, each rank's own, which the others reach by single copy
+ * (process_vm_readv/writev through aml's direct operations, with the keys amlapi_win.c
+ * opened) when MPIR_CVAR_AMLAPI_RMA_SHM_COPY asks for it (a single copy costs more than an
+ * active message here: see the CVAR); when single copy is refused on the node, such a window
+ * stays amlapi_win.c's and MPIDIG's whole.
  *
- *  - put/get (any datatypes): a copy between the origin and the target's mapped memory;
+ *  - put/get (any datatypes): a copy between the origin and the target's memory (a single
+ *    copy per contiguous piece of the target's layout for MPI_Win_create memory);
  *  - accumulate, get_accumulate, fetch_and_op, compare_and_swap: applied at the target's
- *    memory under the target's accumulate mutex, a word in a small control segment that the
+ *    memory (read, applied and written back by single copy for MPI_Win_create memory)
+ *    under the target's accumulate mutex, a word in a small control segment that the
  *    window's ranks share (one cache line per rank). One mutex per target makes every
  *    accumulate-family operation atomic with respect to every other one on that target,
  *    whatever its op, type or origin, and applies them in each origin's order, which covers
@@ -49,7 +55,9 @@ typedef struct {
 } shm_ctl_t;
 
 struct shm_target {
-    char *base;                 /* the target's window memory, mapped here */
+    char *base;                 /* the target's window memory: mapped here, or (key) its
+                                 * address in the target's process */
+    aml_xkey_t *key;            /* non-NULL: reached by single copy (MPI_Win_create) */
     MPI_Aint size;
     int disp_unit;
     int held;                   /* this origin's lock on it: 0, MPI_LOCK_SHARED/EXCLUSIVE */
@@ -62,13 +70,34 @@ struct MPIDI_AMLAPI_shmwin {
     struct shm_target t[];      /* per rank of the window's communicator */
 };
 
-static unsigned long long pv_ops, pv_acc, pv_lock_waits;
+static unsigned long long pv_ops, pv_acc, pv_lock_waits, pv_copy_ops;
 
 /* ---- windows -------------------------------------------------------------------------- */
 
+/* Whether this rank can take part: every rank on one node, and the memory either in MPIDIG's
+ * shared segment (allocated windows) or every other rank's reachable by single copy through
+ * the keys win_expose opened (MPI_Win_create; a rank of no memory needs none). */
+static bool can_share(MPIR_Win * win, int by_copy)
+{
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    MPIR_Comm *comm = win->comm_ptr, *node = comm->node_comm;
+    int n = comm->local_size;
+
+    if (!MPIR_CVAR_AMLAPI_RMA_SHM || n < 2 || !node || node->local_size != n)
+        return false;
+    if (!by_copy)
+        return MPIDIG_WIN(win, shared_table) != NULL;
+    if (!MPIR_CVAR_AMLAPI_RMA_SHM_COPY || !w->targets)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (i != comm->rank && w->targets[i].size > 0 && !w->targets[i].key)
+            return false;
+    return true;
+}
+
 /* Collective over the window's communicator: makes the window a shared-memory one when
- * every rank can (all on one node, memory in MPIDIG's shared segment), else leaves it. */
-int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win)
+ * every rank can (can_share), else leaves it to amlapi_win.c and MPIDIG. */
+int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win, int by_copy)
 {
     int mpi_errno = MPI_SUCCESS;
     struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
@@ -80,7 +109,7 @@ int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win)
     bool ok, fail = false, all_ok;
     int n = comm->local_size;
 
-    ok = MPIR_CVAR_AMLAPI_RMA_SHM && n > 1 && node && node->local_size == n && table;
+    ok = can_share(win, by_copy);
     mpi_errno = MPIR_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_C_BOOL, MPI_LAND, comm, &errflag);
     MPIR_ERR_CHECK(mpi_errno);
     if (!ok)
@@ -103,10 +132,22 @@ int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win)
     s->ctl_seg = seg;
     for (int i = 0; i < n; i++) {
         int l = comm->intranode_table[i];
-        s->t[i].base = table[l].shm_base_addr;
-        s->t[i].size = table[l].size;
-        s->t[i].disp_unit = table[l].disp_unit;
-        s->t[i].ctl = (shm_ctl_t *) seg + l;
+        struct shm_target *t = &s->t[i];
+        if (!by_copy) {
+            t->base = table[l].shm_base_addr;
+            t->size = table[l].size;
+            t->disp_unit = table[l].disp_unit;
+        } else if (i == comm->rank) {
+            t->base = win->base;
+            t->size = win->size;
+            t->disp_unit = win->disp_unit;
+        } else {
+            t->base = (char *) (uintptr_t) w->targets[i].base;
+            t->size = (MPI_Aint) w->targets[i].size;
+            t->disp_unit = (int) w->targets[i].disp_unit;
+            t->key = w->targets[i].key;         /* amlapi_win.c closes it at free */
+        }
+        t->ctl = (shm_ctl_t *) seg + l;
     }
     w->shm = s;
   fn_exit:
@@ -599,6 +640,96 @@ static inline int same_basic(MPI_Datatype a, int na, MPI_Datatype b, int nb)
     return a == b && na == nb && HANDLE_IS_BUILTIN(a);
 }
 
+static void piece_done(aml_t * aml, void *arg)
+{
+    *(int *) arg = 1;
+}
+
+/* One contiguous piece between local memory and a target reached by single copy
+ * (process_vm_writev/readv through aml), complete on return: the target's progress may be
+ * copying a share of a large one, and then this waits for that share, nothing else. */
+static int piece(struct shm_target *t, int write, void *local, char *addr, size_t len)
+{
+    int mpi_errno = MPI_SUCCESS, rc, done = 0;
+    aml_t *aml = MPIDI_AMLAPI_global.aml;
+    uint64_t raddr = (uint64_t) (uintptr_t) addr;
+
+    rc = write ? aml_put_direct(aml, t->key, raddr, local, len, NULL, piece_done, &done)
+        : aml_get_direct(aml, t->key, raddr, local, len, NULL, piece_done, &done);
+    MPIDI_AMLAPI_CHK(rc, write ? "aml_put_direct" : "aml_get_direct");
+    MPIDIU_PROGRESS_WHILE(!done, 0);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* Moves bytes between packed (contiguous) and the (count, dt) layout at the target's addr,
+ * by single copy: one piece per contiguous segment of the layout. */
+static int packed_xfer(struct shm_target *t, int write, void *packed, char *addr, int count,
+                       MPI_Datatype dt, MPI_Aint bytes)
+{
+    int mpi_errno = MPI_SUCCESS, contig;
+    MPI_Aint size, true_lb, niov, got, off = 0;
+    struct iovec *iov = NULL;
+
+    MPIDI_Datatype_check_contig_size_lb(dt, count, contig, size, true_lb);
+    if (contig)
+        return piece(t, write, packed, addr + true_lb, (size_t) bytes);
+    mpi_errno = MPIR_Typerep_iov_len(count, dt, bytes, &niov);
+    MPIR_ERR_CHECK(mpi_errno);
+    iov = MPL_malloc(MPL_MAX(niov, 1) * sizeof(*iov), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!iov, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    mpi_errno = MPIR_Typerep_to_iov_offset(addr, count, dt, 0, iov, niov, &got);
+    MPIR_ERR_CHECK(mpi_errno);
+    for (MPI_Aint k = 0; k < got && off < bytes; k++) {
+        size_t len = MPL_MIN(iov[k].iov_len, (size_t) (bytes - off));
+        mpi_errno = piece(t, write, (char *) packed + off, iov[k].iov_base, len);
+        MPIR_ERR_CHECK(mpi_errno);
+        off += len;
+    }
+    (void) size;
+  fn_exit:
+    MPL_free(iov);
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* A put or get to a target reached by single copy: straight between the origin's and the
+ * target's memory when both are contiguous, else through a packed buffer. */
+static int copy_xfer(struct shm_target *t, int write, void *local, int local_count,
+                     MPI_Datatype local_datatype, char *addr, int target_count,
+                     MPI_Datatype target_datatype, MPI_Aint bytes)
+{
+    int mpi_errno = MPI_SUCCESS, contig;
+    MPI_Aint size, true_lb, n;
+    void *packed = NULL;
+
+    pv_copy_ops++;
+    MPIDI_Datatype_check_contig_size_lb(local_datatype, local_count, contig, size, true_lb);
+    if (contig)
+        return packed_xfer(t, write, (char *) local + true_lb, addr, target_count,
+                           target_datatype, bytes);
+    packed = MPL_malloc(bytes, MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!packed, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    if (write) {
+        mpi_errno = MPIR_Typerep_pack(local, local_count, local_datatype, 0, packed, bytes, &n);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    mpi_errno = packed_xfer(t, write, packed, addr, target_count, target_datatype, bytes);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (!write)
+        mpi_errno = MPIR_Typerep_unpack(packed, bytes, local, local_count, local_datatype, 0,
+                                        &n);
+    (void) size;
+  fn_exit:
+    MPL_free(packed);
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
 /* A put (write) or get between local memory and the target's: one copy. */
 static int shm_xfer(MPIR_Win * win, int write, void *local, int local_count,
                     MPI_Datatype local_datatype, int target_rank, MPI_Aint target_disp,
@@ -613,7 +744,10 @@ static int shm_xfer(MPIR_Win * win, int write, void *local, int local_count,
                           target_datatype, &t, &addr, &bytes);
     MPIR_ERR_CHECK(mpi_errno);
     if (bytes > 0) {
-        if (same_basic(local_datatype, local_count, target_datatype, target_count))
+        if (t->key)
+            mpi_errno = copy_xfer(t, write, local, local_count, local_datatype, addr,
+                                  target_count, target_datatype, bytes);
+        else if (same_basic(local_datatype, local_count, target_datatype, target_count))
             shm_copy(write ? addr : local, write ? local : addr, bytes);
         else if (write)
             mpi_errno = MPIR_Localcopy(local, local_count, local_datatype, addr, target_count,
@@ -689,6 +823,72 @@ static int apply(const void *origin_addr, int origin_count, MPI_Datatype origin_
     goto fn_exit;
 }
 
+/* The accumulate family at a target reached by single copy, under the target's mutex: its
+ * elements are read into a packed buffer, the result (get_accumulate) taken from there, the
+ * origin applied, and the buffer written back (not for MPI_NO_OP). Only the bytes of the
+ * target layout are written, so another origin's put into the gaps of a strided target is
+ * not undone. */
+static int acc_by_copy(struct shm_target *t, const void *origin_addr, int origin_count,
+                       MPI_Datatype origin_datatype, void *result_addr, int result_count,
+                       MPI_Datatype result_datatype, char *addr, int target_count,
+                       MPI_Datatype target_datatype, MPI_Aint bytes, MPI_Op op)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPI_Datatype basic = target_datatype;
+    MPI_Aint basic_size, n;
+    char stack[64];
+    void *tmp = stack, *work = NULL;        /* work: tmp, or tmp at the elements' extent */
+
+    if (!HANDLE_IS_BUILTIN(target_datatype)) {
+        MPIR_Datatype *dtp;
+        MPIR_Datatype_get_ptr(target_datatype, dtp);
+        basic = dtp->basic_type;
+    }
+    MPIR_ERR_CHKANDJUMP(basic == MPI_DATATYPE_NULL, mpi_errno, MPI_ERR_TYPE, "**dtype");
+    MPIR_Datatype_get_size_macro(basic, basic_size);
+    if (bytes > (MPI_Aint) sizeof(stack)) {
+        tmp = MPL_malloc(bytes, MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!tmp, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    }
+    work = tmp;
+    pv_copy_ops++;
+    acc_enter(t->ctl);
+    mpi_errno = packed_xfer(t, 0, tmp, addr, target_count, target_datatype, bytes);
+    if (mpi_errno == MPI_SUCCESS && result_addr)
+        mpi_errno = MPIR_Typerep_unpack(tmp, bytes, result_addr, result_count, result_datatype,
+                                        0, &n);
+    if (mpi_errno == MPI_SUCCESS && op != MPI_NO_OP) {
+        MPI_Aint n_elem = bytes / basic_size, extent;
+        MPIR_Datatype_get_extent_macro(basic, extent);
+        if (extent != basic_size) {
+            /* a pair type with padding (MPI_LONG_DOUBLE_INT): the op wants its elements at
+             * their extent, the packed buffer has them back to back */
+            work = MPL_malloc(n_elem * extent, MPL_MEM_RMA);
+            if (!work)
+                mpi_errno = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
+                                                 __LINE__, MPI_ERR_NO_MEM, "**nomem", 0);
+            else
+                mpi_errno = MPIR_Typerep_unpack(tmp, bytes, work, n_elem, basic, 0, &n);
+        }
+        if (mpi_errno == MPI_SUCCESS)
+            mpi_errno = apply(origin_addr, origin_count, origin_datatype, work, n_elem, basic,
+                              op);
+        if (mpi_errno == MPI_SUCCESS && work != tmp)
+            mpi_errno = MPIR_Typerep_pack(work, n_elem, basic, 0, tmp, bytes, &n);
+        if (mpi_errno == MPI_SUCCESS)
+            mpi_errno = packed_xfer(t, 1, tmp, addr, target_count, target_datatype, bytes);
+    }
+    acc_exit(t->ctl);
+  fn_exit:
+    if (work != tmp)
+        MPL_free(work);         /* NULL when it failed before */
+    if (tmp != stack)
+        MPL_free(tmp);
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
 int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
                          int target_rank, MPI_Aint target_disp, int target_count,
                          MPI_Datatype target_datatype, MPI_Op op, MPIR_Win * win,
@@ -711,7 +911,13 @@ int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype
     mpi_errno = target_of(win, s, target_rank, target_disp, target_count, target_datatype, &t,
                           &addr, &bytes);
     MPIR_ERR_CHECK(mpi_errno);
-    if (bytes > 0) {
+    if (bytes > 0 && t->key) {
+        mpi_errno = acc_by_copy(t, origin_addr, origin_count, origin_datatype, NULL, 0,
+                                MPI_DATATYPE_NULL, addr, target_count, target_datatype, bytes,
+                                op);
+        MPIR_ERR_CHECK(mpi_errno);
+        pv_acc++;
+    } else if (bytes > 0) {
         acc_enter(t->ctl);
         mpi_errno = apply(origin_addr, origin_count, origin_datatype, addr, target_count,
                           target_datatype, op);
@@ -752,7 +958,13 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
     mpi_errno = target_of(win, s, target_rank, target_disp, target_count, target_datatype, &t,
                           &addr, &bytes);
     MPIR_ERR_CHECK(mpi_errno);
-    if (bytes > 0) {
+    if (bytes > 0 && t->key) {
+        mpi_errno = acc_by_copy(t, origin_addr, origin_count, origin_datatype, result_addr,
+                                result_count, result_datatype, addr, target_count,
+                                target_datatype, bytes, op);
+        MPIR_ERR_CHECK(mpi_errno);
+        pv_acc++;
+    } else if (bytes > 0) {
         acc_enter(t->ctl);
         if (same_basic(target_datatype, target_count, result_datatype, result_count))
             memcpy(result_addr, addr, bytes);
@@ -876,7 +1088,17 @@ int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void
                                            target_rank, target_disp, win);
     mpi_errno = target_of(win, s, target_rank, target_disp, 1, datatype, &t, &addr, &bytes);
     MPIR_ERR_CHECK(mpi_errno);
-    if (bytes > 0) {
+    if (bytes > 0 && t->key) {
+        /* read, compare here, write back only on a match */
+        pv_copy_ops++;
+        acc_enter(t->ctl);
+        mpi_errno = piece(t, 0, result_addr, addr, bytes);
+        if (mpi_errno == MPI_SUCCESS && MPIR_Compare_equal(compare_addr, result_addr, datatype))
+            mpi_errno = piece(t, 1, (void *) origin_addr, addr, bytes);
+        acc_exit(t->ctl);
+        MPIR_ERR_CHECK(mpi_errno);
+        pv_acc++;
+    } else if (bytes > 0) {
         acc_enter(t->ctl);
         memcpy(result_addr, addr, bytes);
         if (MPIR_Compare_equal(compare_addr, addr, datatype))
@@ -906,6 +1128,15 @@ void MPIDI_AMLAPI_shm_win_pvars(void)
                               NULL, NULL, "AMLAPI",
                               "accumulate, get_accumulate, fetch_and_op and compare_and_swap "
                               "applied at the target's memory under its mutex");
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                              "amlapi_rma_shm_single_copy_ops", &pv_copy_ops, 1,
+                              MPI_T_ENUM_NULL, MPI_T_VERBOSITY_USER_BASIC,
+                              MPI_T_BIND_NO_OBJECT,
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                              NULL, NULL, "AMLAPI",
+                              "of those (and of the atomics), the ones on MPI_Win_create "
+                              "memory of another rank, moved by single copy "
+                              "(process_vm_readv/writev)");
     MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
                               "amlapi_rma_shm_lock_waits", &pv_lock_waits, 1, MPI_T_ENUM_NULL,
                               MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,

@@ -148,12 +148,19 @@ static int win_new(MPIR_Win * win)
     goto fn_exit;
 }
 
+/* When the window has one node and every rank's memory is reachable by single copy,
+ * amlapi_rma_shm.c takes all of it with the keys opened here; else direct operations. */
 int MPIDI_AMLAPI_mpi_win_create_hook(MPIR_Win * win)
 {
     int mpi_errno = win_new(win);
-    if (mpi_errno == MPI_SUCCESS)
-        mpi_errno = win_expose(win);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = win_expose(win);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_AMLAPI_shm_win_init(win, 1);
+  fn_exit:
     return mpi_errno;
+  fn_fail:
+    goto fn_exit;
 }
 
 /* MPIDIG put the memory of MPI_Win_allocate(_shared) in one shared segment per node: when
@@ -162,7 +169,7 @@ int MPIDI_AMLAPI_mpi_win_allocate_hook(MPIR_Win * win)
 {
     int mpi_errno = win_new(win);
     MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = MPIDI_AMLAPI_shm_win_init(win);
+    mpi_errno = MPIDI_AMLAPI_shm_win_init(win, 0);
     MPIR_ERR_CHECK(mpi_errno);
     if (!MPIDI_AMLAPI_WIN(win)->shm)
         mpi_errno = win_expose(win);

@@ -41,7 +41,8 @@ static inline int MPIDI_AMLAPI_rma_done_at_once(MPIR_Request ** request)
 }
 
 /* amlapi_rma_shm.c */
-int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win);
+/* by_copy: MPI_Win_create's memory, reached by single copy; else MPIDIG's shared segment */
+int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win, int by_copy);
 int MPIDI_AMLAPI_shm_win_free(MPIR_Win * win);
 int MPIDI_AMLAPI_shm_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
                          int target_rank, MPI_Aint target_disp, int target_count,

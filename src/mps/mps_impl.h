@@ -1,0 +1,92 @@
+/* MPS internals: library state, channels, pools, and the back-end operations table. */
+#ifndef MPS_IMPL_H_INCLUDED
+#define MPS_IMPL_H_INCLUDED
+
+#include "mps.h"
+#include "topo.h"
+
+#include <stddef.h>
+
+/* who owns a pool buffer (the poster: "at any given time, buffer must belong to application
+ * OR I/O") */
+enum mps_buf_state {
+    MPS_BUF_FREE,       /* I/O, send pool: available to MPS_Buf_get */
+    MPS_BUF_INFLIGHT,   /* I/O: a send (MPS_Buf_send) or a pre-posted receive in progress */
+    MPS_BUF_READY,      /* I/O, receive pool: data arrived, not yet handed out */
+    MPS_BUF_APP,        /* the application */
+};
+
+struct mps_buf {
+    enum mps_buf_state state;
+    MPI_Request req;
+    long seq;           /* receive pool: posting order = message order (MPI non-overtaking) */
+    int bytes, tag;     /* receive pool: of the message that filled it */
+};
+
+typedef struct mps_channel {
+    int link;           /* index in the topology */
+    int lrank, rrank;
+    MPS_pool_t rcv_pool;    /* the receive pool that takes this channel's messages, if any */
+} mps_channel;
+
+#define MPS_POOL_MAGIC 0x4d50534cu
+
+struct MPS_pool {
+    unsigned magic;
+    struct MPS_pool *next;      /* registry of live pools: handles are checked against it */
+    MPI_Comm comm;
+    mps_channel *chan;
+    int way, peer;
+    int bufsize, bufcount;
+    size_t stride;
+    char *mem;
+    struct mps_buf *bufs;
+    long next_seq;
+    void *be;                   /* back end's own per-pool data */
+};
+
+/* What a back end provides. EMPS (emps.c) implements it with standard MPI calls only; a
+ * native back end would put pool memory where its transports reach it without copies and
+ * move data by its own means. Functions return MPS_* codes and set the detail on failure. */
+typedef struct mps_backend {
+    const char *name;
+    /* before the communicator exists: can the link's medium be provided between its ends? */
+    int (*medium_check)(const mps_topo *t, const mps_topo_link *l);
+    /* after it exists (collective over the two ends): check what only the ends can see */
+    int (*channel_check)(const mps_topo *t, const mps_topo_link *l, MPI_Comm comm);
+    int (*mem_alloc)(MPS_pool_t p, size_t bytes, void **mem);
+    void (*mem_free)(MPS_pool_t p, void *mem);
+    int (*post_recv)(MPS_pool_t p, int i);
+    int (*start_send)(MPS_pool_t p, int i, int bytes, int tag);
+    /* *done = 1 when buffer i's transfer completed (then bytes/tag are set for receives) */
+    int (*test)(MPS_pool_t p, int i, int *done);
+    /* stop buffer i's pre-posted receive; *cancelled = 0 if a message had already landed */
+    int (*cancel_recv)(MPS_pool_t p, int i, int *cancelled);
+} mps_backend;
+
+extern const mps_backend mps_emps_backend;
+
+/* library state, loaded on the first call after MPI_Init */
+typedef struct {
+    mps_topo topo;
+    int rank, size;
+    const mps_backend *be;
+    int comm_keyval;
+    MPS_pool_t pools;
+} mps_state;
+
+/* NULL on failure (then the code is in *rc and the detail set) */
+mps_state *mps_get_state(int *rc);
+/* sets this thread's detail and returns code */
+int mps_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int mps_mpi_error(const char *call, int mpi_rc);
+mps_channel *mps_channel_of(mps_state *s, MPI_Comm comm);
+/* one step of every pool's progress (back end's test) for this pool */
+int mps_pool_progress(MPS_pool_t p);
+/* the receive pool has a message ready for MPS_Buf_get */
+int mps_pool_has_data(MPS_pool_t p);
+void mps_pools_free_all(mps_state *s);
+/* let other processes on the same cores run while polling */
+void mps_relax(void);
+
+#endif

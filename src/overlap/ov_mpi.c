@@ -1,0 +1,514 @@
+/* The MPI entry points (PMPI interposition): what is converted, what completes our requests
+ * first, what only passes through. README "Transparent overlap" has the full list and why.
+ *
+ * Converted to background requests (ov_page.c): MPI_Send, MPI_Recv, MPI_Sendrecv, for
+ * contiguous predefined datatypes, a status the caller ignores (MPI_STATUS_IGNORE: the
+ * status is the caller's to read right after the call, and what it holds is only known at
+ * completion), and while the application has none of its own nonblocking operations
+ * outstanding (MPI could write into a page we protect while progressing them). Anything else
+ * stays blocking ("passed through" in the report) after completing our requests on its
+ * buffers.
+ *
+ * Not converted, deliberately: MPI_Ssend (its completion is the observable synchronisation),
+ * MPI_Bsend (already returns after a copy), MPI_Rsend (its ready precondition is the
+ * application's ordering), MPI_Sendrecv_replace: these complete everything first and pass
+ * through.
+ *
+ * Everything else that touches a buffer completes every request of ours first (a blocking
+ * collective may read or write any of them; tracking their extents would cost more than it
+ * saves in a program that mixes both). Calls that only make progress (barrier, probes,
+ * communicator management) just mark "inside MPI" so a fault there is known as MPI's. */
+#define _GNU_SOURCE
+#include "ov.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+extern int ov_app_threads;
+static int ov_inited;
+
+static long env_long(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 0) {
+        fprintf(stderr, "mpioverlap: %s=%s is not a non-negative integer\n", name, v);
+        exit(1);
+    }
+    return x;
+}
+
+void ov_disable(const char *why)
+{
+    if (ov.enabled) {
+        ov_in_lib++;
+        ov_complete_all();
+        ov_in_lib--;
+    }
+    ov.enabled = 0;
+    fprintf(stderr, "mpioverlap: rank %d: %s; the library is a pass-through from here on\n",
+            ov.rank, why);
+}
+
+static int other_threads_now(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n > 1;
+}
+
+static void ov_init(int required, int threads_before)
+{
+    ov_inited = 1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &ov.rank);
+    ov.report = (int)env_long("MPIOVERLAP_REPORT", 0);
+    if (env_long("MPIOVERLAP_DISABLE", 0))
+        return;     /* enabled stays 0: pure pass-through, for comparison */
+    ov.chain_enabled = (int)env_long("MPIOVERLAP_CHAIN", 1);
+    ov.chain_gap_ns = env_long("MPIOVERLAP_CHAIN_GAP_NS", 2000);
+    ov.at_once = (int)env_long("MPIOVERLAP_ATONCE", 1);
+    ov.adapt = (int)env_long("MPIOVERLAP_ADAPT", 1);
+    ov.adapt_ns = env_long("MPIOVERLAP_ADAPT_NS", 20000);
+    /* A deferred receive costs two mprotect calls and maybe a fault: 3-7 us and 11-25 us on
+     * this project's VM (measured; README), more than a message within one page takes to
+     * arrive on any network here. Such receives stay blocking unless MPIOVERLAP_RECV_MIN
+     * says otherwise (0: every receive deferred, as in the seed). Small sends are cheap
+     * (a copy) and are always deferred. */
+    ov.recv_min = (size_t)env_long("MPIOVERLAP_RECV_MIN", (long)sysconf(_SC_PAGESIZE));
+    /* The seed copies sends within a page and defers them; but such a send is eager in
+     * every MPI here and returns as soon as MPI has copied it, so our copy, slot and later
+     * wait are pure cost (measured: +56 % per iteration of the SOR solver on N=64 over Open
+     * MPI). They stay blocking unless MPIOVERLAP_SEND_MIN=0. */
+    ov.send_min = (size_t)env_long("MPIOVERLAP_SEND_MIN", (long)sysconf(_SC_PAGESIZE));
+    ov_page_init();
+    ov_sys_init();
+    ov.owner_tid = syscall(SYS_gettid);
+    pthread_attr_t a;
+    if (pthread_getattr_np(pthread_self(), &a) == 0) {
+        void *lo;
+        size_t sz;
+        pthread_attr_getstack(&a, &lo, &sz);
+        ov.stk_lo = (uintptr_t)lo;
+        ov.stk_hi = (uintptr_t)lo + sz;
+        pthread_attr_destroy(&a);
+    }
+    ov.enabled = 1;
+    if (required > MPI_THREAD_FUNNELED)
+        ov_disable("MPI_Init_thread asked for more than MPI_THREAD_FUNNELED (threads may touch "
+                   "buffers while another is in MPI)");
+    else if (ov_app_threads || threads_before)
+        ov_disable("the application had started threads before MPI_Init");
+    else
+        ov_signal_init();
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int before = other_threads_now();
+    ov_in_lib++;
+    int rc = PMPI_Init(argc, argv);
+    ov_in_lib--;
+    if (rc == MPI_SUCCESS)
+        ov_init(MPI_THREAD_SINGLE, before);
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int before = other_threads_now();
+    ov_in_lib++;
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    ov_in_lib--;
+    if (rc == MPI_SUCCESS)
+        ov_init(required, before);
+    return rc;
+}
+
+int MPI_Finalize(void)
+{
+    if (ov.enabled) {
+        ov_in_lib++;
+        ov_deferred_run();
+        ov_complete_all();
+        ov_in_lib--;
+    }
+    if (ov_inited && ov.report) {
+        struct ov_stats *s = &ov.st;
+        fprintf(stderr,
+                "mpioverlap: rank %d: %s; deferred %llu (send copied %llu, send protected %llu, "
+                "recv %llu; complete at once %llu), passed through %llu (by site %llu), faults %llu (inside MPI %llu, "
+                "not ours %llu), chains found %llu, chain runs %llu (%llu calls), bytes copied "
+                "%llu, syscall flushes %llu, mprotect calls %llu\n",
+                ov.rank, ov.enabled ? "enabled" : "pass-through", s->deferred, s->send_copied,
+                s->send_protected, s->recv_deferred, s->done_at_once, s->passthrough, s->site_blocking, s->faults, s->faults_in_mpi,
+                s->faults_foreign, s->chains_found, s->chain_runs, s->chained_reqs,
+                s->bytes_copied, s->sys_flushes, s->mprotects);
+    }
+    ov.enabled = 0;
+    ov_in_lib++;
+    int rc = PMPI_Finalize();
+    ov_in_lib--;
+    return rc;
+}
+
+/* a contiguous predefined datatype: its bytes are count * size from buf */
+static int simple_type(MPI_Datatype dt, int count, size_t *len)
+{
+    int ni, na, nd, comb, sz;
+    if (count <= 0 || PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
+        comb != MPI_COMBINER_NAMED || PMPI_Type_size(dt, &sz) != MPI_SUCCESS || sz <= 0)
+        return 0;
+    *len = (size_t)count * (size_t)sz;
+    return 1;
+}
+
+static inline int can_defer(void)
+{
+    return ov.user_active == 0 && !ov.user_sticky;
+}
+
+/* bytes a pass-through call may touch: the true extent span, or nothing when unknown */
+static void complete_for(const void *buf, int count, MPI_Datatype dt)
+{
+    if (!ov.nactive || !buf || count <= 0)
+        return;
+    MPI_Aint lb, ext, tlb, text;
+    if (PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(dt, &tlb, &text) != MPI_SUCCESS) {
+        ov_complete_all();
+        return;
+    }
+    MPI_Aint first = tlb + (ext < 0 ? (count - 1) * ext : 0);
+    MPI_Aint span = text + (MPI_Aint)(count - 1) * (ext < 0 ? -ext : ext);
+    uintptr_t a = (uintptr_t)buf + (intptr_t)first;
+    ov_complete_range(a, a + (uintptr_t)span);
+}
+
+#define ENTER() ov_in_lib++; if (ov_deferred_n) ov_deferred_run()
+#define LEAVE() if (ov_deferred_n) ov_deferred_run(); ov_in_lib--
+
+int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
+{
+    if (!ov.enabled || ov_in_lib)
+        return PMPI_Send(buf, count, dt, dest, tag, comm);
+    ENTER();
+    size_t len;
+    int rc;
+    struct ov_req *r;
+    void *site = __builtin_return_address(0);
+    if (dest != MPI_PROC_NULL && can_defer() && simple_type(dt, count, &len) &&
+        len > ov.send_min && !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
+        int ch = ov_chain_enter(site);
+        int last = ch && ov_chain_is_last();
+        ov.wait_now = last;
+        int s = ov_start_send(buf, count, dt, len, dest, tag, comm, 0, &r);
+        ov.wait_now = 0;
+        if (s > 0) {
+            if (r)
+                r->chained = ch;
+            if (last)
+                ov_complete_chained();
+            ov_chain_exit();
+            if (!last)
+                ov_stamp(r, NULL, site);
+            LEAVE();
+            return MPI_SUCCESS;
+        }
+        ov_chain_exit();
+        if (s < 0) {
+            LEAVE();
+            return -s;
+        }
+    }
+    ov.st.passthrough++;
+    complete_for(buf, count, dt);
+    rc = PMPI_Send(buf, count, dt, dest, tag, comm);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
+             MPI_Status *status)
+{
+    if (!ov.enabled || ov_in_lib)
+        return PMPI_Recv(buf, count, dt, src, tag, comm, status);
+    ENTER();
+    void *site = __builtin_return_address(0);
+    size_t len;
+    int rc;
+    struct ov_req *r;
+    if (status == MPI_STATUS_IGNORE && src != MPI_PROC_NULL && can_defer() &&
+        simple_type(dt, count, &len) && len > ov.recv_min &&
+        !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
+        int ch = ov_chain_enter(site);
+        int last = ch && ov_chain_is_last();
+        ov.wait_now = last;
+        int s = ov_start_recv(buf, count, dt, len, src, tag, comm, &r);
+        ov.wait_now = 0;
+        if (s > 0) {
+            if (r)
+                r->chained = ch;
+            if (last)
+                ov_complete_chained();
+            ov_chain_exit();
+            if (!last)
+                ov_stamp(r, NULL, site);
+            LEAVE();
+            return MPI_SUCCESS;
+        }
+        ov_chain_exit();
+        if (s < 0) {
+            LEAVE();
+            return -s;
+        }
+    }
+    ov.st.passthrough++;
+    complete_for(buf, count, dt);
+    rc = PMPI_Recv(buf, count, dt, src, tag, comm, status);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int stag,
+                 void *rbuf, int rcount, MPI_Datatype rdt, int src, int rtag, MPI_Comm comm,
+                 MPI_Status *status)
+{
+    if (!ov.enabled || ov_in_lib)
+        return PMPI_Sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, src, rtag, comm, status);
+    ENTER();
+    size_t slen = 0, rlen = 0;
+    int rc;
+    if (dest == MPI_PROC_NULL && src == MPI_PROC_NULL) {
+        /* nothing to move (a grid's edge): no need to complete anything either */
+        rc = PMPI_Sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, src, rtag, comm, status);
+        LEAVE();
+        return rc;
+    }
+    int sok = dest == MPI_PROC_NULL || simple_type(sdt, scount, &slen);
+    int rok = src == MPI_PROC_NULL || simple_type(rdt, rcount, &rlen);
+    if (rlen && rlen <= ov.recv_min)
+        rok = 0;    /* see recv_min in ov_init */
+    if (slen && slen <= ov.send_min && !rlen)
+        sok = 0;    /* a small send alone: see send_min */
+    void *site = __builtin_return_address(0);
+    if (status == MPI_STATUS_IGNORE && sok && rok && can_defer() && (slen || rlen) &&
+        !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
+        int ch = ov_chain_enter(site);
+        struct ov_req *rr = NULL, *sr = NULL;
+        int s = 1;
+        /* the last call of a chain waits before returning: nothing to protect */
+        int last = ch && ov_chain_is_last();
+        ov.wait_now = last;
+        /* the receive first: a send sharing its pages is then copied out around it (seed
+         * §2.5), where the other order would make the receive wait for the send */
+        if (rlen) {
+            s = ov_start_recv(rbuf, rcount, rdt, rlen, src, rtag, comm, &rr);
+            if (s == 0) {
+                /* on the stack: this receive cannot be deferred; do it all blocking */
+                ov.wait_now = 0;
+                if (last)
+                    ov_complete_chained();
+                ov_chain_exit();
+                goto passthrough;
+            }
+        }
+        if (s > 0 && slen)
+            s = ov_start_send(sbuf, scount, sdt, slen, dest, stag, comm, 0, &sr);
+        if (s == 0) {
+            /* the send could not start (no memory for the copy): its receive is posted,
+             * so send blocking now and keep the receive deferred */
+            s = 1;
+            ov.st.passthrough++;
+            complete_for(sbuf, scount, sdt);
+            rc = PMPI_Send(sbuf, scount, sdt, dest, stag, comm);
+            if (rc != MPI_SUCCESS)
+                s = -rc;
+        }
+        ov.wait_now = 0;
+        if (rr) rr->chained = ch;
+        if (sr) sr->chained = ch;
+        if (last)
+            ov_complete_chained();
+        ov_chain_exit();
+        if (!last && s > 0)
+            ov_stamp(rr, sr, site);
+        LEAVE();
+        return s > 0 ? MPI_SUCCESS : -s;
+    }
+passthrough:
+    ov.st.passthrough++;
+    if (ov.nactive) {
+        complete_for(sbuf, scount, sdt);
+        complete_for(rbuf, rcount, rdt);
+    }
+    rc = PMPI_Sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, src, rtag, comm, status);
+    LEAVE();
+    return rc;
+}
+
+/* ---- pass-through calls ---------------------------------------------------------------
+ * FLUSH: completes all our requests, then calls MPI.
+ * ASYNC: FLUSH, and the application now has a nonblocking operation outstanding.
+ * STICKY: FLUSH, and the application uses something whose end we cannot see (persistent
+ *         requests, RMA windows, files): no more conversion in this process.
+ * PROGRESS: only marks the call as inside MPI. */
+#define P(...) (__VA_ARGS__)
+#define GEN(kind, name, params, args)                                   \
+    int MPI_##name params                                               \
+    {                                                                   \
+        if (!ov.enabled || ov_in_lib)                                   \
+            return PMPI_##name args;                                    \
+        ENTER();                                                        \
+        if (kind != 3) ov_complete_all();                               \
+        int rc_ = PMPI_##name args;                                     \
+        if (kind == 1 && rc_ == MPI_SUCCESS) ov.user_active++;          \
+        if (kind == 2) ov.user_sticky = 1;                              \
+        LEAVE();                                                        \
+        return rc_;                                                     \
+    }
+#define FLUSH(n, p, a) GEN(0, n, p, a)
+#define ASYNC(n, p, a) GEN(1, n, p, a)
+#define STICKY(n, p, a) GEN(2, n, p, a)
+#define PROGRESS(n, p, a) GEN(3, n, p, a)
+
+#define SENDP P(const void *b, int c, MPI_Datatype t, int d, int g, MPI_Comm m)
+#define SENDA P(b, c, t, d, g, m)
+#define ISENDP P(const void *b, int c, MPI_Datatype t, int d, int g, MPI_Comm m, MPI_Request *q)
+#define ISENDA P(b, c, t, d, g, m, q)
+FLUSH(Ssend, SENDP, SENDA)
+FLUSH(Bsend, SENDP, SENDA)
+FLUSH(Rsend, SENDP, SENDA)
+FLUSH(Sendrecv_replace, P(void *b, int c, MPI_Datatype t, int d, int sg, int s, int rg, MPI_Comm m, MPI_Status *st),
+      P(b, c, t, d, sg, s, rg, m, st))
+FLUSH(Mrecv, P(void *b, int c, MPI_Datatype t, MPI_Message *mg, MPI_Status *st), P(b, c, t, mg, st))
+ASYNC(Isend, ISENDP, ISENDA)
+ASYNC(Issend, ISENDP, ISENDA)
+ASYNC(Ibsend, ISENDP, ISENDA)
+ASYNC(Irsend, ISENDP, ISENDA)
+ASYNC(Irecv, P(void *b, int c, MPI_Datatype t, int s, int g, MPI_Comm m, MPI_Request *q), P(b, c, t, s, g, m, q))
+ASYNC(Imrecv, P(void *b, int c, MPI_Datatype t, MPI_Message *mg, MPI_Request *q), P(b, c, t, mg, q))
+STICKY(Send_init, ISENDP, ISENDA)
+STICKY(Ssend_init, ISENDP, ISENDA)
+STICKY(Bsend_init, ISENDP, ISENDA)
+STICKY(Rsend_init, ISENDP, ISENDA)
+STICKY(Recv_init, P(void *b, int c, MPI_Datatype t, int s, int g, MPI_Comm m, MPI_Request *q), P(b, c, t, s, g, m, q))
+STICKY(Grequest_start, P(MPI_Grequest_query_function *qf, MPI_Grequest_free_function *ff,
+                         MPI_Grequest_cancel_function *cf, void *x, MPI_Request *q), P(qf, ff, cf, x, q))
+STICKY(Win_create, P(void *b, MPI_Aint s, int u, MPI_Info i, MPI_Comm m, MPI_Win *w), P(b, s, u, i, m, w))
+STICKY(Win_allocate, P(MPI_Aint s, int u, MPI_Info i, MPI_Comm m, void *b, MPI_Win *w), P(s, u, i, m, b, w))
+STICKY(Win_allocate_shared, P(MPI_Aint s, int u, MPI_Info i, MPI_Comm m, void *b, MPI_Win *w), P(s, u, i, m, b, w))
+STICKY(Win_create_dynamic, P(MPI_Info i, MPI_Comm m, MPI_Win *w), P(i, m, w))
+STICKY(File_open, P(MPI_Comm m, const char *f, int a, MPI_Info i, MPI_File *fh), P(m, f, a, i, fh))
+FLUSH(Buffer_attach, P(void *b, int s), P(b, s))
+FLUSH(Start, P(MPI_Request *q), P(q))
+FLUSH(Startall, P(int n, MPI_Request q[]), P(n, q))
+FLUSH(Pack, P(const void *i, int c, MPI_Datatype t, void *o, int os, int *p, MPI_Comm m), P(i, c, t, o, os, p, m))
+FLUSH(Unpack, P(const void *i, int is, int *p, void *o, int c, MPI_Datatype t, MPI_Comm m), P(i, is, p, o, c, t, m))
+FLUSH(Bcast, P(void *b, int c, MPI_Datatype t, int r, MPI_Comm m), P(b, c, t, r, m))
+FLUSH(Reduce, P(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, int rt, MPI_Comm m), P(s, r, c, t, o, rt, m))
+FLUSH(Allreduce, P(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m), P(s, r, c, t, o, m))
+FLUSH(Reduce_local, P(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o), P(s, r, c, t, o))
+FLUSH(Scan, P(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m), P(s, r, c, t, o, m))
+FLUSH(Exscan, P(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m), P(s, r, c, t, o, m))
+FLUSH(Reduce_scatter, P(const void *s, void *r, const int rc[], MPI_Datatype t, MPI_Op o, MPI_Comm m), P(s, r, rc, t, o, m))
+FLUSH(Reduce_scatter_block, P(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m), P(s, r, c, t, o, m))
+#define GATHP P(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int ro, MPI_Comm m)
+#define GATHA P(s, sc, st, r, rc, rt, ro, m)
+#define AGATHP P(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm m)
+#define AGATHA P(s, sc, st, r, rc, rt, m)
+FLUSH(Gather, GATHP, GATHA)
+FLUSH(Scatter, GATHP, GATHA)
+FLUSH(Allgather, AGATHP, AGATHA)
+FLUSH(Alltoall, AGATHP, AGATHA)
+FLUSH(Gatherv, P(const void *s, int sc, MPI_Datatype st, void *r, const int rc[], const int d[], MPI_Datatype rt, int ro, MPI_Comm m),
+      P(s, sc, st, r, rc, d, rt, ro, m))
+FLUSH(Scatterv, P(const void *s, const int sc[], const int d[], MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int ro, MPI_Comm m),
+      P(s, sc, d, st, r, rc, rt, ro, m))
+FLUSH(Allgatherv, P(const void *s, int sc, MPI_Datatype st, void *r, const int rc[], const int d[], MPI_Datatype rt, MPI_Comm m),
+      P(s, sc, st, r, rc, d, rt, m))
+FLUSH(Alltoallv, P(const void *s, const int sc[], const int sd[], MPI_Datatype st, void *r, const int rc[], const int rd[], MPI_Datatype rt, MPI_Comm m),
+      P(s, sc, sd, st, r, rc, rd, rt, m))
+FLUSH(Alltoallw, P(const void *s, const int sc[], const int sd[], const MPI_Datatype st[], void *r, const int rc[], const int rd[], const MPI_Datatype rt[], MPI_Comm m),
+      P(s, sc, sd, st, r, rc, rd, rt, m))
+ASYNC(Ibcast, P(void *b, int c, MPI_Datatype t, int r, MPI_Comm m, MPI_Request *q), P(b, c, t, r, m, q))
+ASYNC(Ireduce, P(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, int rt, MPI_Comm m, MPI_Request *q), P(s, r, c, t, o, rt, m, q))
+ASYNC(Iallreduce, P(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m, MPI_Request *q), P(s, r, c, t, o, m, q))
+ASYNC(Igather, P(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int ro, MPI_Comm m, MPI_Request *q), P(s, sc, st, r, rc, rt, ro, m, q))
+ASYNC(Iscatter, P(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int ro, MPI_Comm m, MPI_Request *q), P(s, sc, st, r, rc, rt, ro, m, q))
+ASYNC(Iallgather, P(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm m, MPI_Request *q), P(s, sc, st, r, rc, rt, m, q))
+ASYNC(Ialltoall, P(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm m, MPI_Request *q), P(s, sc, st, r, rc, rt, m, q))
+ASYNC(Ibarrier, P(MPI_Comm m, MPI_Request *q), P(m, q))
+PROGRESS(Barrier, P(MPI_Comm m), P(m))
+PROGRESS(Probe, P(int s, int g, MPI_Comm m, MPI_Status *st), P(s, g, m, st))
+PROGRESS(Iprobe, P(int s, int g, MPI_Comm m, int *f, MPI_Status *st), P(s, g, m, f, st))
+PROGRESS(Mprobe, P(int s, int g, MPI_Comm m, MPI_Message *mg, MPI_Status *st), P(s, g, m, mg, st))
+PROGRESS(Improbe, P(int s, int g, MPI_Comm m, int *f, MPI_Message *mg, MPI_Status *st), P(s, g, m, f, mg, st))
+PROGRESS(Comm_dup, P(MPI_Comm m, MPI_Comm *n), P(m, n))
+PROGRESS(Comm_split, P(MPI_Comm m, int c, int k, MPI_Comm *n), P(m, c, k, n))
+PROGRESS(Comm_create, P(MPI_Comm m, MPI_Group g, MPI_Comm *n), P(m, g, n))
+PROGRESS(Comm_free, P(MPI_Comm *m), P(m))
+PROGRESS(Cancel, P(MPI_Request *q), P(q))
+
+/* ---- completion of the application's own requests: count what finished ------------------
+ * A request set to MPI_REQUEST_NULL by the call was a nonblocking one that completed
+ * (persistent ones never become null, and already made the process sticky). */
+static int nonnull(int n, const MPI_Request *q)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += q[i] != MPI_REQUEST_NULL;
+    return k;
+}
+
+static void finished(int before, int after)
+{
+    ov.user_active -= before - after;
+    if (ov.user_active < 0)
+        ov.user_active = 0;     /* requests started before MPI_Init's wrapper saw them */
+}
+
+#define WAITGEN(name, params, args, n, q)                               \
+    int MPI_##name params                                               \
+    {                                                                   \
+        if (!ov.enabled || ov_in_lib)                                   \
+            return PMPI_##name args;                                    \
+        ENTER();                                                        \
+        int before = nonnull(n, q);                                     \
+        int rc_ = PMPI_##name args;                                     \
+        finished(before, nonnull(n, q));                                \
+        LEAVE();                                                        \
+        return rc_;                                                     \
+    }
+WAITGEN(Wait, P(MPI_Request *q, MPI_Status *st), P(q, st), 1, q)
+WAITGEN(Test, P(MPI_Request *q, int *f, MPI_Status *st), P(q, f, st), 1, q)
+WAITGEN(Waitall, P(int n, MPI_Request q[], MPI_Status st[]), P(n, q, st), n, q)
+WAITGEN(Testall, P(int n, MPI_Request q[], int *f, MPI_Status st[]), P(n, q, f, st), n, q)
+WAITGEN(Waitany, P(int n, MPI_Request q[], int *i, MPI_Status *st), P(n, q, i, st), n, q)
+WAITGEN(Testany, P(int n, MPI_Request q[], int *i, int *f, MPI_Status *st), P(n, q, i, f, st), n, q)
+WAITGEN(Waitsome, P(int n, MPI_Request q[], int *o, int i[], MPI_Status st[]), P(n, q, o, i, st), n, q)
+WAITGEN(Testsome, P(int n, MPI_Request q[], int *o, int i[], MPI_Status st[]), P(n, q, o, i, st), n, q)
+/* a freed active request ends unseen: the count can never come back to zero, on purpose */
+PROGRESS(Request_free, P(MPI_Request *q), P(q))
+
+/* compile-time injection (mpioverlap.h) calls these names; they are the same entry points */
+int mpioverlap_Send(const void *b, int c, MPI_Datatype t, int d, int g, MPI_Comm m)
+    __attribute__((alias("MPI_Send")));
+int mpioverlap_Recv(void *b, int c, MPI_Datatype t, int s, int g, MPI_Comm m, MPI_Status *st)
+    __attribute__((alias("MPI_Recv")));
+int mpioverlap_Sendrecv(const void *sb, int sc, MPI_Datatype st, int d, int sg, void *rb, int rc,
+                        MPI_Datatype rt, int s, int rg, MPI_Comm m, MPI_Status *sta)
+    __attribute__((alias("MPI_Sendrecv")));

@@ -201,6 +201,48 @@ static void complete_for(const void *buf, int count, MPI_Datatype dt)
 #define ENTER() ov_in_lib++; if (ov_deferred_n) ov_deferred_run()
 #define LEAVE() if (ov_deferred_n) ov_deferred_run(); ov_in_lib--
 
+/* One blocking send or receive to defer */
+struct xfer {
+    int send;
+    void *buf;
+    int count;
+    MPI_Datatype dt;
+    size_t len;
+    int peer, tag;
+    MPI_Comm comm;
+};
+
+/* Starts x in the background within the current chain: 1 with *rc set when it was deferred
+ * (or failed), 0 when it must run blocking after all. The last call of a chain waits for the
+ * whole chain and is not protected. */
+static int defer_one(void *site, const struct xfer *x, int *rc)
+{
+    struct ov_req *r;
+    int ch = ov_chain_enter(site);
+    int last = ch && ov_chain_is_last();
+    ov.wait_now = last;
+    int s = x->send ? ov_start_send(x->buf, x->count, x->dt, x->len, x->peer, x->tag, x->comm, 0, &r)
+        : ov_start_recv(x->buf, x->count, x->dt, x->len, x->peer, x->tag, x->comm, &r);
+    ov.wait_now = 0;
+    if (s > 0) {
+        if (r)
+            r->chained = ch;
+        if (last)
+            ov_complete_chained();
+        ov_chain_exit();
+        if (!last)
+            ov_stamp(r, NULL, site);
+        *rc = MPI_SUCCESS;
+        return 1;
+    }
+    ov_chain_exit();
+    if (s < 0) {
+        *rc = -s;
+        return 1;
+    }
+    return 0;
+}
+
 int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     if (!ov.enabled || ov_in_lib)
@@ -208,30 +250,13 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     ENTER();
     size_t len;
     int rc;
-    struct ov_req *r;
     void *site = __builtin_return_address(0);
     if (dest != MPI_PROC_NULL && can_defer() && simple_type(dt, count, &len) &&
         len > ov.send_min && !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
-        int ch = ov_chain_enter(site);
-        int last = ch && ov_chain_is_last();
-        ov.wait_now = last;
-        int s = ov_start_send(buf, count, dt, len, dest, tag, comm, 0, &r);
-        ov.wait_now = 0;
-        if (s > 0) {
-            if (r)
-                r->chained = ch;
-            if (last)
-                ov_complete_chained();
-            ov_chain_exit();
-            if (!last)
-                ov_stamp(r, NULL, site);
+        struct xfer x = { 1, (void *)buf, count, dt, len, dest, tag, comm };
+        if (defer_one(site, &x, &rc)) {
             LEAVE();
-            return MPI_SUCCESS;
-        }
-        ov_chain_exit();
-        if (s < 0) {
-            LEAVE();
-            return -s;
+            return rc;
         }
     }
     ov.st.passthrough++;
@@ -250,30 +275,13 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
     void *site = __builtin_return_address(0);
     size_t len;
     int rc;
-    struct ov_req *r;
     if (status == MPI_STATUS_IGNORE && src != MPI_PROC_NULL && can_defer() &&
         simple_type(dt, count, &len) && len > ov.recv_min &&
         !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
-        int ch = ov_chain_enter(site);
-        int last = ch && ov_chain_is_last();
-        ov.wait_now = last;
-        int s = ov_start_recv(buf, count, dt, len, src, tag, comm, &r);
-        ov.wait_now = 0;
-        if (s > 0) {
-            if (r)
-                r->chained = ch;
-            if (last)
-                ov_complete_chained();
-            ov_chain_exit();
-            if (!last)
-                ov_stamp(r, NULL, site);
+        struct xfer x = { 0, buf, count, dt, len, src, tag, comm };
+        if (defer_one(site, &x, &rc)) {
             LEAVE();
-            return MPI_SUCCESS;
-        }
-        ov_chain_exit();
-        if (s < 0) {
-            LEAVE();
-            return -s;
+            return rc;
         }
     }
     ov.st.passthrough++;

@@ -282,6 +282,15 @@ static int on_stack(uintptr_t a, uintptr_t b)
     return a < ov.stk_hi && ov.stk_lo < b;
 }
 
+/* A request MPI completed as it started: its slot goes back, nothing was protected */
+static void done_at_once(struct ov_req *r, struct ov_req **out)
+{
+    r->kind = OV_FREE;
+    ov.nactive--;
+    ov.st.done_at_once++;
+    *out = NULL;
+}
+
 int ov_start_send(const void *buf, int count, MPI_Datatype dt, size_t len, int dest, int tag,
                   MPI_Comm comm, int force_copy, struct ov_req **out)
 {
@@ -338,12 +347,8 @@ int ov_start_send(const void *buf, int count, MPI_Datatype dt, size_t len, int d
          * short (every later call scans it) and MPI's request goes back at once */
         int flag = 0;
         PMPI_Test(&r->mreq, &flag, MPI_STATUS_IGNORE);
-        if (flag) {
-            r->kind = OV_FREE;
-            ov.nactive--;
-            ov.st.done_at_once++;
-            *out = NULL;
-        }
+        if (flag)
+            done_at_once(r, out);
         return 1;
     }
     if (r->kind == OV_SEND_PROT && !ov.wait_now) {
@@ -352,10 +357,7 @@ int ov_start_send(const void *buf, int count, MPI_Datatype dt, size_t len, int d
         if (ov.at_once)
             PMPI_Test(&r->mreq, &flag, MPI_STATUS_IGNORE);
         if (flag) {
-            r->kind = OV_FREE;
-            ov.nactive--;
-            ov.st.done_at_once++;
-            *out = NULL;
+            done_at_once(r, out);
             return 1;
         }
         r->prot = 1;
@@ -404,31 +406,19 @@ int ov_start_recv(void *buf, int count, MPI_Datatype dt, size_t len, int src, in
     MPI_Status st;
     if (ov.at_once)
         PMPI_Test(&r->mreq, &flag, &st);
-    if (flag && !covered(pg0, pg1)) {
-        int cnt = 0;
-        PMPI_Get_count(&st, MPI_BYTE, &cnt);
-        size_t got = cnt < 0 || (size_t)cnt > len ? len : (size_t)cnt;
-        memcpy(buf, r->tmp, got);
-        ov.st.bytes_copied += got;
-        r->kind = OV_FREE;
-        ov.nactive--;
-        ov.st.done_at_once++;
-        *out = NULL;
-        return 1;
-    }
     if (flag) {
-        /* complete, but on pages other requests in flight protect: open them for the copy */
-        r->kind = OV_FREE;
-        ov.nactive--;
+        /* on pages other requests in flight protect, open them for the copy */
+        int shared = covered(pg0, pg1);
         int cnt = 0;
         PMPI_Get_count(&st, MPI_BYTE, &cnt);
         size_t got = cnt < 0 || (size_t)cnt > len ? len : (size_t)cnt;
-        set_prot(pg0, pg1, PROT_READ | PROT_WRITE);
+        done_at_once(r, out);
+        if (shared)
+            set_prot(pg0, pg1, PROT_READ | PROT_WRITE);
         memcpy(buf, r->tmp, got);
-        apply_prot(pg0, pg1);
+        if (shared)
+            apply_prot(pg0, pg1);
         ov.st.bytes_copied += got;
-        ov.st.done_at_once++;
-        *out = NULL;
         return 1;
     }
     r->prot = 1;

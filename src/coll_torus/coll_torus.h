@@ -110,6 +110,35 @@ void ct_sched_free(ct_sched *s);
 /* one line per step, for debugging */
 void ct_sched_print(const ct_sched *s, void *FILE_ptr);
 
+/* ---- walking a schedule (ct_walk.c) ----------------------------------------------------- */
+/* Which steps of a schedule may start now. Every executor (ct_mpi.c over MPI point-to-point,
+ * the amlapi netmod's over MPICH's) drives one, so the dependency rules live in one place:
+ * a step starts once the steps it depends on are done and, for a message, once the previous
+ * message with the same peer and channel was posted (so messages match in order). */
+typedef struct ct_walk {
+    const ct_sched *s;
+    int *waiting;               /* per step: what it still waits for */
+    int *dstart, *dlist;        /* the steps depending on step i: dlist[dstart[i] .. dstart[i+1]) */
+    int *next_same;             /* the next message with the same peer and channel, or -1 */
+    int *ready, nready;         /* steps that may start, not yet handed out */
+    int ndone;
+} ct_walk;
+int ct_walk_init(ct_walk *w, const ct_sched *s);        /* CT_OK or CT_ERR_NOMEM */
+/* a step that may start now, or -1 (then wait for a posted message to complete) */
+static inline int ct_walk_next(ct_walk *w)
+{
+    return w->nready ? w->ready[--w->nready] : -1;
+}
+/* message step i was posted: the next one with its peer and channel may start */
+void ct_walk_posted(ct_walk *w, int i);
+/* step i completed: the steps depending on it may start */
+void ct_walk_done(ct_walk *w, int i);
+static inline int ct_walk_finished(const ct_walk *w)
+{
+    return w->ndone == w->s->nsteps;
+}
+void ct_walk_free(ct_walk *w);
+
 /* ---- algorithms (ct_bcast.c, ct_allreduce.c, ct_allgather.c, ct_alltoall.c, ct_barrier.c) - */
 typedef struct ct_params {
     int64_t chunk_elems;        /* bcast pipelining chunk; 0: chosen by the model */

@@ -1,7 +1,6 @@
-/* The plain-MPI executor: walks a schedule, posting each message as soon as its dependencies
- * are complete (and the previous one with the same peer and channel was posted, so messages
- * match in order), running copies and reductions as their inputs complete, and waiting on
- * whatever is in flight. */
+/* The plain-MPI executor: walks a schedule (ct_walk), posting each message as soon as it may
+ * start, running copies and reductions as their inputs complete, and waiting on whatever is
+ * in flight. */
 #include "ct_mpi.h"
 
 #include <stdlib.h>
@@ -14,56 +13,21 @@ int ct_mpi_run(const ct_sched *s, MPI_Comm comm, int tag_base, const void *sendb
     if (n == 0)
         return MPI_SUCCESS;
     size_t es = s->elem_size;
+    ct_walk w;
     char *tmp = s->tmp_elems ? malloc((size_t) s->tmp_elems * es) : NULL;
-    int *waiting = calloc((size_t) n, sizeof(int));
-    int *dstart = calloc((size_t) n + 1, sizeof(int));
-    int *dlist = malloc(sizeof(int) * (size_t) (s->ndeps ? s->ndeps : 1));
-    int *next_same = malloc(sizeof(int) * (size_t) n);
-    int *ready = malloc(sizeof(int) * (size_t) n);
     MPI_Request *reqs = malloc(sizeof(MPI_Request) * (size_t) n);
     int *req_step = malloc(sizeof(int) * (size_t) n);
-    int *idx = malloc(sizeof(int) * (size_t) n);
-    int *fill = calloc((size_t) n, sizeof(int));
-    MPI_Status *sts = malloc(sizeof(MPI_Status) * (size_t) n);
-    if (!sts || (s->tmp_elems && !tmp) || !waiting || !dstart || !dlist || !next_same || !ready ||
-        !reqs || !req_step || !idx || !fill) {
-        rc = MPI_ERR_NO_MEM;
-        goto out;
+    if ((s->tmp_elems && !tmp) || !reqs || !req_step || ct_walk_init(&w, s) != CT_OK) {
+        free(tmp);
+        free(reqs);
+        free(req_step);
+        return MPI_ERR_NO_MEM;
     }
     char *bufs[CT_NBUFS] = { (char *) sendbuf, recvbuf, tmp };
-    for (int i = 0; i < n; i++) {
-        const ct_step *st = &s->steps[i];
-        next_same[i] = -1;
-        waiting[i] = st->ndeps;
-        for (int j = 0; j < st->ndeps; j++)
-            dstart[s->deps[st->dep0 + j] + 1]++;
-        if ((st->op == CT_SEND || st->op == CT_RECV) && st->prev_same_peer >= 0) {
-            next_same[st->prev_same_peer] = i;
-            waiting[i]++;
-        }
-    }
-    for (int i = 0; i < n; i++)
-        dstart[i + 1] += dstart[i];
-    for (int i = 0; i < n; i++) {
-        const ct_step *st = &s->steps[i];
-        for (int j = 0; j < st->ndeps; j++) {
-            int d = s->deps[st->dep0 + j];
-            dlist[dstart[d] + fill[d]++] = i;
-        }
-    }
-    int nready = 0, nreq = 0, ndone = 0;
-    for (int i = 0; i < n; i++)
-        if (!waiting[i])
-            ready[nready++] = i;
-#define RELEASE(i_)                                                                            \
-    do {                                                                                       \
-        for (int k_ = dstart[i_]; k_ < dstart[(i_) + 1]; k_++)                                 \
-            if (--waiting[dlist[k_]] == 0)                                                     \
-                ready[nready++] = dlist[k_];                                                   \
-    } while (0)
-    while (ndone < n) {
-        while (nready) {
-            int i = ready[--nready];
+    int nreq = 0;
+    while (!ct_walk_finished(&w)) {
+        int i;
+        while ((i = ct_walk_next(&w)) >= 0) {
             const ct_step *st = &s->steps[i];
             char *dst = bufs[st->buf] + (size_t) st->off * es;
             int bytes = (int) ((size_t) st->len * es);
@@ -77,8 +41,7 @@ int ct_mpi_run(const ct_sched *s, MPI_Comm comm, int tag_base, const void *sendb
                 if (rc != MPI_SUCCESS)
                     goto out;
                 req_step[nreq++] = i;
-                if (next_same[i] >= 0 && --waiting[next_same[i]] == 0)
-                    ready[nready++] = next_same[i];
+                ct_walk_posted(&w, i);
                 continue;
             }
             char *src = bufs[st->sbuf] + (size_t) st->soff * es;
@@ -94,42 +57,24 @@ int ct_mpi_run(const ct_sched *s, MPI_Comm comm, int tag_base, const void *sendb
             }
             if (rc != MPI_SUCCESS)
                 goto out;
-            ndone++;
-            RELEASE(i);
+            ct_walk_done(&w, i);
         }
-        if (ndone == n)
+        if (ct_walk_finished(&w))
             break;
-        int outc;
-        rc = MPI_Waitany(nreq, reqs, &idx[0], sts);
-        outc = 1;
+        /* SimGrid's Waitsome is slow (README): wait for one, then compact */
+        int k;
+        rc = MPI_Waitany(nreq, reqs, &k, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS)
             goto out;
-        for (int k = 0; k < outc; k++) {
-            int i = req_step[idx[k]];
-            ndone++;
-            RELEASE(i);
-        }
-        /* compact the finished requests away */
-        int w = 0;
-        for (int k = 0; k < nreq; k++)
-            if (reqs[k] != MPI_REQUEST_NULL) {
-                reqs[w] = reqs[k];
-                req_step[w++] = req_step[k];
-            }
-        nreq = w;
+        ct_walk_done(&w, req_step[k]);
+        reqs[k] = reqs[nreq - 1];
+        req_step[k] = req_step[nreq - 1];
+        nreq--;
     }
-#undef RELEASE
   out:
+    ct_walk_free(&w);
     free(tmp);
-    free(waiting);
-    free(dstart);
-    free(dlist);
-    free(next_same);
-    free(ready);
     free(reqs);
     free(req_step);
-    free(idx);
-    free(fill);
-    free(sts);
     return rc;
 }

@@ -5,6 +5,7 @@
 if BUILD_CH4_NETMOD_AMLAPI
 
 AM_CPPFLAGS += -I$(top_srcdir)/src/mpid/ch4/netmod/amlapi/aml \
+               -I$(top_srcdir)/src/mpid/ch4/netmod/amlapi/coll_torus \
                -I$(top_srcdir)/src/mpid/ch4/shm/vnode
 
 noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
@@ -17,6 +18,10 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_win.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_p2p.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_p2p_impl.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_coll.h \
+                  src/mpid/ch4/netmod/amlapi/coll_torus/coll_torus.h \
+                  src/mpid/ch4/netmod/amlapi/coll_torus/ct_sched_int.h \
+                  src/mpid/ch4/netmod/amlapi/coll_torus/ct_algo_int.h \
                   src/mpid/ch4/netmod/amlapi/netmod_inline.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_impl.h \
@@ -40,6 +45,18 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_win.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_rma_shm.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_coll.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_topo.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_sched.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_walk.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_model.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_bcast.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_allreduce.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_allgather.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_alltoall.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_alltoall_dims.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_barrier.c \
+                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_select.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_adaptive.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_context.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_direct.c \

@@ -680,6 +680,9 @@ int MPIDI_AMLAPI_init_world(void)
                              setup_msg((char *) aml_error(MPIDI_AMLAPI_global.aml)));
     MPIDI_AMLAPI_CHK(rc, "aml_connect");
     warn_no_single_copy();
+    /* the torus of COMM_WORLD, before its sub-communicators (node_roots_comm) are made */
+    mpi_errno = MPIDI_AMLAPI_coll_init();
+    MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -698,6 +701,7 @@ int MPIDI_AMLAPI_mpi_finalize_hook(void)
     int rc;
 
     MPIDI_AMLAPI_fault_finalize();
+    MPIDI_AMLAPI_coll_finalize();
     /* aml_quiesce runs aml's two finalize rounds with every peer (nothing can reach a closed
      * endpoint after it); the PMI barrier then keeps every worker alive until all ranks have
      * closed their endpoints to it */

@@ -1,15 +1,16 @@
 /*
  * amlapi netmod: inline entry points. Point-to-point is native (amlapi_p2p.h: matching in
  * aml header handlers). RMA: direct put/get where aml reaches the target (amlapi_rma.h), the
- * rest MPICH's generic MPIDIG; collectives and partitioned communication use MPICH's generic
- * layers (MPIDIG active messages, MPIR collective algorithms over our point-to-point).
+ * rest MPICH's generic MPIDIG; collectives are coll_torus's torus schedules where a torus is
+ * known (amlapi_coll.h), else MPICH's algorithms over our point-to-point; partitioned
+ * communication is MPIDIG's.
  */
 #ifndef AMLAPI_NETMOD_INLINE_H_INCLUDED
 #define AMLAPI_NETMOD_INLINE_H_INCLUDED
 
 #include "amlapi_impl.h"
 #include "amlapi_rma.h"
-#include "netmod_am_fallback_coll.h"
+#include "amlapi_coll.h"
 #include "netmod_am_fallback_part.h"
 #include "amlapi_p2p.h"
 #include "amlapi_am.h"

@@ -1,0 +1,118 @@
+/*
+ * amlapi netmod: collectives. Blocking bcast, allreduce, reduce, allgather, allgatherv,
+ * alltoall and barrier on intracommunicators try coll_torus's torus schedules
+ * (amlapi_coll.c) when a torus is known, and otherwise run MPICH's own algorithms
+ * (MPIR_<Coll>_impl, never MPIR_<Coll>, which would come back here). Every other collective
+ * is MPICH's, as in MPICH's netmod_am_fallback_coll.h, which is included with the seven
+ * names above moved aside.
+ */
+#ifndef AMLAPI_COLL_H_INCLUDED
+#define AMLAPI_COLL_H_INCLUDED
+
+/* amlapi_coll.c's entry points are declared in amlapi_impl.h */
+
+#define MPIDI_NM_mpi_barrier    MPIDI_AMLAPI_generic_barrier
+#define MPIDI_NM_mpi_bcast      MPIDI_AMLAPI_generic_bcast
+#define MPIDI_NM_mpi_allreduce  MPIDI_AMLAPI_generic_allreduce
+#define MPIDI_NM_mpi_reduce     MPIDI_AMLAPI_generic_reduce
+#define MPIDI_NM_mpi_allgather  MPIDI_AMLAPI_generic_allgather
+#define MPIDI_NM_mpi_allgatherv MPIDI_AMLAPI_generic_allgatherv
+#define MPIDI_NM_mpi_alltoall   MPIDI_AMLAPI_generic_alltoall
+#include "netmod_am_fallback_coll.h"
+#undef MPIDI_NM_mpi_barrier
+#undef MPIDI_NM_mpi_bcast
+#undef MPIDI_NM_mpi_allreduce
+#undef MPIDI_NM_mpi_reduce
+#undef MPIDI_NM_mpi_allgather
+#undef MPIDI_NM_mpi_allgatherv
+#undef MPIDI_NM_mpi_alltoall
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_barrier(comm, errflag, &done);
+    return done ? mpi_errno : MPIR_Barrier_impl(comm, errflag);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_bcast(void *buffer, MPI_Aint count,
+                                                MPI_Datatype datatype, int root,
+                                                MPIR_Comm * comm, MPIR_Errflag_t * errflag)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_bcast(buffer, count, datatype, root, comm, errflag,
+                                             &done);
+    return done ? mpi_errno : MPIR_Bcast_impl(buffer, count, datatype, root, comm, errflag);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_allreduce(const void *sendbuf, void *recvbuf,
+                                                    MPI_Aint count, MPI_Datatype datatype,
+                                                    MPI_Op op, MPIR_Comm * comm,
+                                                    MPIR_Errflag_t * errflag)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_reduce(sendbuf, recvbuf, count, datatype, op, -1, comm,
+                                              errflag, &done);
+    return done ? mpi_errno :
+        MPIR_Allreduce_impl(sendbuf, recvbuf, count, datatype, op, comm, errflag);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_reduce(const void *sendbuf, void *recvbuf,
+                                                 MPI_Aint count, MPI_Datatype datatype,
+                                                 MPI_Op op, int root, MPIR_Comm * comm,
+                                                 MPIR_Errflag_t * errflag)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_reduce(sendbuf, recvbuf, count, datatype, op, root,
+                                              comm, errflag, &done);
+    return done ? mpi_errno :
+        MPIR_Reduce_impl(sendbuf, recvbuf, count, datatype, op, root, comm, errflag);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_allgather(const void *sendbuf, MPI_Aint sendcount,
+                                                    MPI_Datatype sendtype, void *recvbuf,
+                                                    MPI_Aint recvcount, MPI_Datatype recvtype,
+                                                    MPIR_Comm * comm, MPIR_Errflag_t * errflag)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                                  recvcount, NULL, NULL, recvtype, comm,
+                                                  errflag, &done);
+    return done ? mpi_errno : MPIR_Allgather_impl(sendbuf, sendcount, sendtype, recvbuf,
+                                                  recvcount, recvtype, comm, errflag);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_allgatherv(const void *sendbuf, MPI_Aint sendcount,
+                                                     MPI_Datatype sendtype, void *recvbuf,
+                                                     const MPI_Aint * recvcounts,
+                                                     const MPI_Aint * displs,
+                                                     MPI_Datatype recvtype, MPIR_Comm * comm,
+                                                     MPIR_Errflag_t * errflag)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_allgatherv(sendbuf, sendcount, sendtype, recvbuf, 0,
+                                                  recvcounts, displs, recvtype, comm, errflag,
+                                                  &done);
+    return done ? mpi_errno : MPIR_Allgatherv_impl(sendbuf, sendcount, sendtype, recvbuf,
+                                                   recvcounts, displs, recvtype, comm, errflag);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_alltoall(const void *sendbuf, MPI_Aint sendcount,
+                                                   MPI_Datatype sendtype, void *recvbuf,
+                                                   MPI_Aint recvcount, MPI_Datatype recvtype,
+                                                   MPIR_Comm * comm, MPIR_Errflag_t * errflag)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_alltoall(sendbuf, sendcount, sendtype, recvbuf,
+                                                recvcount, recvtype, comm, errflag, &done);
+    return done ? mpi_errno : MPIR_Alltoall_impl(sendbuf, sendcount, sendtype, recvbuf,
+                                                 recvcount, recvtype, comm, errflag);
+}
+
+#endif /* AMLAPI_COLL_H_INCLUDED */

@@ -6,8 +6,11 @@
  * channels. Every function returns MPS_SUCCESS or an MPS_ERR_* code; MPS_Error_detail() says
  * what was wrong (names the link, buffer or file:line). Misuse never changes a pool's state.
  *
- * Back ends (one API): EMPS, portable over any MPI (standard calls only); the native amlapi
- * back end is not written yet (MPS_Backend_name() says which one runs).
+ * Back ends (one API, MPS_Backend_name() says which one runs): native where the MPI library
+ * is amlapi — channels between processes of one node share an arena (an MPI-3 shared-memory
+ * window) and MPS_Buf_send lends the buffer itself: the receiver reads the sender's bytes in
+ * place and its MPS_Buf_release gives the buffer back (no copy, no message); EMPS everywhere
+ * else, portable over any MPI (standard calls only). MPS_BACKEND=emps|native forces one.
  */
 #ifndef MPS_H_INCLUDED
 #define MPS_H_INCLUDED
@@ -95,6 +98,10 @@ int MPS_Buf_received(MPS_pool_t pool, const void *buffer, int *bytes, int *tag);
  * holds any of them or (receive pool) received data was not taken. Sends in flight by
  * MPS_Buf_send are waited for. */
 int MPS_Buf_pool_finalize(MPS_pool_t pool);
+/* what the pool moved so far: buffers handed over without a copy (native back end: lent by a
+ * send pool / borrowed by a receive pool), and bytes that went through the MPI library
+ * (copied by it: every EMPS transfer; on the native back end, messages that were no hand-off) */
+int MPS_Pool_counters(MPS_pool_t pool, long long *handoffs, long long *bytes_copied);
 /* poster spelling used in its example */
 #define MPS_buf_pool_init MPS_Buf_pool_init
 
@@ -114,7 +121,7 @@ int MPS_Select(int count, const MPI_Comm comms[], double seconds, int *index);
 const char *MPS_Error_string(int code);
 /* what the last failing call of this thread found wrong, with names */
 const char *MPS_Error_detail(void);
-/* "emps" (or the native back end's name once it exists) */
+/* "native" or "emps" */
 const char *MPS_Backend_name(void);
 
 #if defined(MPS_EXPORT) && defined(__GNUC__)

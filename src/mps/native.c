@@ -1,0 +1,496 @@
+/* The native back end: zero-copy channels between two processes of one node.
+ *
+ * A channel's two ends share an arena, one MPI-3 shared-memory window made once, at
+ * MPS_Channel_create (on amlapi the window lives in the node's shared segment: amlapi_rma_shm.c).
+ * Each end's part of it holds a control block the *other* end writes into, and the data area
+ * its send pools take their buffers from. Sending a buffer lends it: its offset, size and tag
+ * go into the other end's inbox ring, the receiver's MPS_Buf_get returns a pointer to the very
+ * bytes the sender wrote, and MPS_Buf_release puts the offset into the sender's return ring,
+ * which gives the buffer back to its send pool. No byte of the data is copied and no message
+ * is sent: only ownership moves (the poster's "buffer must belong to application OR I/O").
+ *
+ * What stays on the message path (EMPS's code, MPI_Isend/pre-posted MPI_Irecv): messages
+ * that are not pool hand-offs (a plain MPI_Isend of a pool buffer, as in the poster's
+ * example; a send when the other end has no receive pool), send pools the arena has no room
+ * for, and channels whose ends are on different nodes (the RMA deposit path is not written;
+ * README says so). MPS_Pool_counters tells hand-offs from copied bytes.
+ *
+ * Rings are single producer/single consumer over C11 atomics in the shared window; MPI's
+ * unified memory model (checked: MPI_WIN_MODEL) makes the stores visible to the other
+ * process. Whether the receiver takes hand-offs and the inbox tail are one word, so a
+ * receive pool cannot detach (finalize) while a hand-off is being published to it.
+ *
+ * Ownership guard (MPS_GUARD, on by default): a lent buffer is read-only in the sender's
+ * mapping until it comes back, and the other end's arena is inaccessible in the receiver's
+ * mapping except for the buffers it holds; an access outside ownership faults, and a SIGSEGV
+ * handler names the link and buffer before the process dies. */
+#define _GNU_SOURCE
+#include "mps_impl.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define NAT_RING 1024               /* descriptors; at most this many arena buffers per end */
+#define NAT_MAX_ALLOCS 64           /* send pools in one end's arena at a time */
+#define NAT_ATTACHED (1ull << 63)   /* in in_word: the owner's receive pool takes hand-offs */
+#define NAT_TAIL_MASK (NAT_ATTACHED - 1)
+
+struct nat_desc {
+    uint64_t off;                   /* in the sender's data area */
+    uint32_t len;                   /* the buffer's stride (pages, for the guard) */
+    int32_t bytes, tag;
+    int32_t pad;
+};
+
+/* at the start of each end's part; the owner reads it, the other end writes into it */
+struct nat_ctl {
+    _Alignas(64) _Atomic uint64_t in_word;     /* NAT_ATTACHED | inbox tail (other end) */
+    _Alignas(64) _Atomic uint64_t in_head;     /* inbox head (owner) */
+    _Alignas(64) _Atomic uint64_t ret_tail;    /* return ring tail (other end) */
+    _Alignas(64) _Atomic uint64_t ret_head;    /* return ring head (owner) */
+    _Alignas(64) struct nat_desc in[NAT_RING];
+    uint64_t ret[NAT_RING];
+};
+
+struct mps_nat_chan {
+    struct mps_nat_chan *next;
+    int link, nth;                  /* both ends free arenas in (link, nth) order */
+    char name[MPS_MAX_NAME];
+    MPI_Win win;
+    struct nat_ctl *mine, *peer;
+    char *data, *pdata;             /* data areas: mine, the other end's (in my mapping) */
+    size_t arena;                   /* bytes of each data area */
+    int guard;
+    int nbufs;                      /* arena buffers in use (<= NAT_RING) */
+    int nalloc;
+    struct { size_t off, len; int nbufs; } alloc[NAT_MAX_ALLOCS];
+};
+
+static struct mps_nat_chan *chans;
+static size_t page;
+
+int mps_native_wanted(void)
+{
+    const char *e = getenv("MPS_BACKEND");
+    if (e && !strcmp(e, "emps"))
+        return 0;
+    /* amlapi registers its own control variables: their presence identifies it whatever the
+     * version string says (a renamed build, another MPICH device reports differently) */
+    int provided, idx, amlapi = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS) {
+        amlapi = MPI_T_cvar_get_index("MPIR_CVAR_AMLAPI_RMA_SHM", &idx) == MPI_SUCCESS;
+        MPI_T_finalize();
+    }
+    /* MPS_BACKEND=native asks for it over any MPI-3 library (it uses shared-memory windows
+     * only); the default takes it where the library is amlapi */
+    return amlapi || (e && !strcmp(e, "native"));
+}
+
+static size_t round_page(size_t n)
+{
+    return (n + page - 1) & ~(page - 1);
+}
+
+static int guard_on(void)
+{
+    const char *e = getenv("MPS_GUARD");
+    return !e || strcmp(e, "0");
+}
+
+static void guard(void *a, size_t len, int prot, struct mps_nat_chan *nc)
+{
+    if (nc->guard)
+        mprotect(a, len, prot);
+}
+
+/* ---- the ownership guard's fault handler ---- */
+
+static struct sigaction old_segv;
+
+static void segv(int sig, siginfo_t *si, void *uc)
+{
+    uintptr_t a = (uintptr_t)si->si_addr;
+    for (struct mps_nat_chan *nc = chans; nc; nc = nc->next) {
+        const char *who = NULL;
+        char *base = NULL;
+        if (a >= (uintptr_t)nc->data && a < (uintptr_t)nc->data + nc->arena)
+            who = "a buffer this process sent (it belongs to the receiver until it releases it)", base = nc->data;
+        else if (a >= (uintptr_t)nc->pdata && a < (uintptr_t)nc->pdata + nc->arena)
+            who = "a buffer of the other end this process does not hold (not got, or already released)",
+            base = nc->pdata;
+        if (!who)
+            continue;
+        char msg[512];
+        int n = snprintf(msg, sizeof(msg), "MPS: ownership violation on link '%s': access at offset %zu of %s "
+                         "(MPS_GUARD=0 turns this check off)\n", nc->name, (size_t)(a - (uintptr_t)base), who);
+        if (n > 0 && write(2, msg, (size_t)n) < 0)
+            n = 0;
+        /* die of the fault, as the program would have */
+        signal(SIGSEGV, SIG_DFL);
+        return;
+    }
+    if (old_segv.sa_flags & SA_SIGINFO && old_segv.sa_sigaction) {
+        old_segv.sa_sigaction(sig, si, uc);
+        return;
+    }
+    if (old_segv.sa_handler != SIG_DFL && old_segv.sa_handler != SIG_IGN) {
+        old_segv.sa_handler(sig);
+        return;
+    }
+    signal(SIGSEGV, SIG_DFL);
+}
+
+static void install_segv(void)
+{
+    static int done;
+    if (done)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old_segv);
+    done = 1;
+}
+
+/* ---- channels ---- */
+
+int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI_Comm comm)
+{
+    if (!page)
+        page = (size_t)sysconf(_SC_PAGESIZE);
+    /* both ends must agree: native wanted on both, and one node */
+    MPI_Comm node;
+    int nsize = 0, rc;
+    if ((rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node)) != MPI_SUCCESS)
+        return mps_mpi_error("MPI_Comm_split_type (native channel)", rc);
+    MPI_Comm_size(node, &nsize);
+    MPI_Comm_free(&node);
+    int mine = s->be == &mps_native_backend && nsize == 2, both = 0;
+    if ((rc = MPI_Allreduce(&mine, &both, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
+        return mps_mpi_error("MPI_Allreduce (native channel)", rc);
+    if (!both)
+        return MPS_SUCCESS;     /* messages (EMPS's path) */
+
+    /* the arena: room for two send pools of the link's size per end (MPS_ARENA_BYTES: other) */
+    size_t arena = 2 * round_page((size_t)l->bufsize) * (size_t)l->bufcount;
+    const char *e = getenv("MPS_ARENA_BYTES");
+    if (e && *e)
+        arena = (size_t)strtoull(e, NULL, 0);
+    arena = round_page(arena < 65536 ? 65536 : arena);
+    size_t ctl = round_page(sizeof(struct nat_ctl));
+    struct mps_nat_chan *nc = calloc(1, sizeof(*nc));
+    if (!nc)
+        return mps_error(MPS_ERR_NOMEM, "MPS_Channel_create: out of memory");
+    MPI_Info info;
+    MPI_Info_create(&info);
+    /* each end's part starts on a page of its own (the guard protects whole pages) */
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    void *base;
+    rc = MPI_Win_allocate_shared((MPI_Aint)(ctl + arena), 1, info, comm, &base, &nc->win);
+    MPI_Info_free(&info);
+    if (rc != MPI_SUCCESS) {
+        free(nc);
+        return mps_error(MPS_ERR_NOMEM, "MPS_Channel_create: link '%s': MPI_Win_allocate_shared of %zu bytes per "
+                         "end failed (MPS_ARENA_BYTES sets the arena)", l->name, ctl + arena);
+    }
+    int *model, flag = 0;
+    MPI_Win_get_attr(nc->win, MPI_WIN_MODEL, &model, &flag);
+    MPI_Aint psize;
+    int pdisp;
+    void *pbase;
+    MPI_Win_shared_query(nc->win, ch->rrank, &psize, &pdisp, &pbase);
+    if (!flag || *model != MPI_WIN_UNIFIED || (uintptr_t)base % page || (uintptr_t)pbase % page ||
+        (size_t)psize != ctl + arena) {
+        /* both ends see the same window attributes; only alignment could differ, and
+         * then both fall back below through the Allreduce */
+        mine = 0;
+    } else {
+        mine = 1;
+    }
+    MPI_Allreduce(&mine, &both, 1, MPI_INT, MPI_MIN, comm);
+    if (!both) {
+        MPI_Win_free(&nc->win);
+        free(nc);
+        return MPS_SUCCESS;
+    }
+    nc->mine = base;
+    nc->peer = pbase;
+    nc->data = (char *)base + ctl;
+    nc->pdata = (char *)pbase + ctl;
+    nc->arena = arena;
+    nc->link = ch->link;
+    snprintf(nc->name, sizeof(nc->name), "%s", l->name);
+    memset(nc->mine, 0, sizeof(struct nat_ctl));
+    nc->guard = guard_on();
+    for (struct mps_nat_chan *o = chans; o; o = o->next)
+        nc->nth += o->link == nc->link;
+    MPI_Barrier(comm);      /* both control blocks are zeroed before either end uses them */
+    if (nc->guard) {
+        install_segv();
+        /* nothing of the other end's arena is ours until it lends it */
+        mprotect(nc->pdata, arena, PROT_NONE);
+    }
+    nc->next = chans;
+    chans = nc;
+    ch->nat = nc;
+    return MPS_SUCCESS;
+}
+
+static int by_order(const void *a, const void *b)
+{
+    const struct mps_nat_chan *x = *(struct mps_nat_chan *const *)a, *y = *(struct mps_nat_chan *const *)b;
+    return x->link != y->link ? x->link - y->link : x->nth - y->nth;
+}
+
+void mps_nat_free_all(void)
+{
+    int n = 0;
+    for (struct mps_nat_chan *nc = chans; nc; nc = nc->next)
+        n++;
+    struct mps_nat_chan **v = malloc(sizeof(*v) * (n ? n : 1));
+    n = 0;
+    for (struct mps_nat_chan *nc = chans; nc; nc = nc->next)
+        v[n++] = nc;
+    /* MPI_Win_free is collective: both ends made the same arenas, and free them in one order */
+    qsort(v, n, sizeof(*v), by_order);
+    for (int i = 0; v && i < n; i++) {
+        if (v[i]->guard) {
+            mprotect(v[i]->data, v[i]->arena, PROT_READ | PROT_WRITE);
+            mprotect(v[i]->pdata, v[i]->arena, PROT_READ | PROT_WRITE);
+        }
+        MPI_Win_free(&v[i]->win);
+        free(v[i]);
+    }
+    free(v);
+    chans = NULL;
+}
+
+/* ---- the arena: first fit, page-aligned ---- */
+
+int mps_nat_arena_alloc(struct mps_nat_chan *nc, size_t bytes, void **mem)
+{
+    int nbufs = 0;
+    (void)nbufs;
+    if (nc->nalloc == NAT_MAX_ALLOCS)
+        return MPS_ERR_NOMEM;
+    bytes = round_page(bytes);
+    size_t at = 0;
+    int k = 0;
+    /* allocations are kept sorted by offset */
+    for (; k < nc->nalloc; k++) {
+        if (nc->alloc[k].off - at >= bytes)
+            break;
+        at = nc->alloc[k].off + nc->alloc[k].len;
+    }
+    if (at + bytes > nc->arena)
+        return MPS_ERR_NOMEM;
+    memmove(&nc->alloc[k + 1], &nc->alloc[k], sizeof(nc->alloc[0]) * (nc->nalloc - k));
+    nc->alloc[k].off = at;
+    nc->alloc[k].len = bytes;
+    nc->nalloc++;
+    *mem = nc->data + at;
+    return MPS_SUCCESS;
+}
+
+void mps_nat_arena_free(struct mps_nat_chan *nc, void *mem)
+{
+    size_t off = (size_t)((char *)mem - nc->data);
+    for (int k = 0; k < nc->nalloc; k++)
+        if (nc->alloc[k].off == off) {
+            guard(mem, nc->alloc[k].len, PROT_READ | PROT_WRITE, nc);
+            memmove(&nc->alloc[k], &nc->alloc[k + 1], sizeof(nc->alloc[0]) * (nc->nalloc - k - 1));
+            nc->nalloc--;
+            return;
+        }
+}
+
+/* ---- sending: lend a buffer ---- */
+
+int mps_nat_handoff(MPS_pool_t p, int i, int bytes, int tag, int *done)
+{
+    struct mps_nat_chan *nc = p->nat;
+    struct nat_ctl *c = nc->peer;
+    char *buf = p->mem + p->stride * i;
+    struct nat_desc d = {.off = (uint64_t)(buf - nc->data), .len = (uint32_t)p->stride, .bytes = bytes, .tag = tag};
+    int guarded = 0;
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&c->in_word, memory_order_acquire);
+        if (!(w & NAT_ATTACHED)) {
+            if (guarded)
+                guard(buf, p->stride, PROT_READ | PROT_WRITE, nc);
+            *done = 0;
+            return MPS_SUCCESS;
+        }
+        uint64_t tail = w & NAT_TAIL_MASK;
+        if (tail - atomic_load_explicit(&c->in_head, memory_order_acquire) >= NAT_RING) {
+            mps_relax();    /* cannot happen while an end has <= NAT_RING arena buffers */
+            continue;
+        }
+        if (!guarded) {
+            /* read-only for the sender before the receiver can see it */
+            guard(buf, p->stride, PROT_READ, nc);
+            guarded = 1;
+        }
+        c->in[tail % NAT_RING] = d;
+        /* publishes the descriptor; fails only if the receiver detached meanwhile */
+        if (atomic_compare_exchange_strong_explicit(&c->in_word, &w, w + 1, memory_order_release,
+                                                    memory_order_relaxed)) {
+            *done = 1;
+            p->handoffs++;
+            return MPS_SUCCESS;
+        }
+    }
+}
+
+void mps_nat_progress_returns(mps_state *s, struct mps_nat_chan *nc)
+{
+    struct nat_ctl *c = nc->mine;
+    uint64_t t = atomic_load_explicit(&c->ret_tail, memory_order_acquire);
+    uint64_t h = atomic_load_explicit(&c->ret_head, memory_order_relaxed);
+    if (h == t)
+        return;
+    for (; h != t; h++) {
+        char *buf = nc->data + c->ret[h % NAT_RING];
+        for (MPS_pool_t p = s->pools; p; p = p->next) {
+            if (p->nat != nc || !p->in_arena || buf < p->mem || buf >= p->mem + p->stride * p->bufcount)
+                continue;
+            int i = (int)((size_t)(buf - p->mem) / p->stride);
+            guard(buf, p->stride, PROT_READ | PROT_WRITE, nc);
+            if (p->bufs[i].state == MPS_BUF_INFLIGHT)
+                p->bufs[i].state = MPS_BUF_FREE;
+            break;
+        }
+    }
+    atomic_store_explicit(&c->ret_head, h, memory_order_release);
+}
+
+/* ---- receiving: borrow buffers ---- */
+
+void mps_nat_attach(MPS_pool_t p)
+{
+    atomic_fetch_or_explicit(&p->nat->mine->in_word, NAT_ATTACHED, memory_order_acq_rel);
+}
+
+int mps_nat_detach(MPS_pool_t p)
+{
+    struct nat_ctl *c = p->nat->mine;
+    uint64_t w = atomic_load_explicit(&c->in_word, memory_order_acquire);
+    for (;;) {
+        if ((w & NAT_TAIL_MASK) != atomic_load_explicit(&c->in_head, memory_order_relaxed))
+            return MPS_ERR_BUSY;
+        if (atomic_compare_exchange_strong_explicit(&c->in_word, &w, w & NAT_TAIL_MASK, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return MPS_SUCCESS;
+    }
+}
+
+int mps_nat_pending(MPS_pool_t p)
+{
+    struct nat_ctl *c = p->nat->mine;
+    uint64_t w = atomic_load_explicit(&c->in_word, memory_order_acquire);
+    return (int)((w & NAT_TAIL_MASK) - atomic_load_explicit(&c->in_head, memory_order_relaxed));
+}
+
+void mps_nat_take(MPS_pool_t p, int k)
+{
+    struct mps_nat_chan *nc = p->nat;
+    struct nat_ctl *c = nc->mine;
+    uint64_t h = atomic_load_explicit(&c->in_head, memory_order_relaxed);
+    struct nat_desc d = c->in[h % NAT_RING];
+    atomic_store_explicit(&c->in_head, h + 1, memory_order_release);
+    /* a descriptor outside the other end's arena is no buffer: never hand it out */
+    if (d.off + d.len > nc->arena || d.off % page || d.bytes < 0 || (uint64_t)d.bytes > d.len) {
+        fprintf(stderr, "MPS: link '%s': corrupt hand-off (offset %llu, %u bytes of %d), aborting\n", nc->name,
+                (unsigned long long)d.off, d.len, d.bytes);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    guard(nc->pdata + d.off, d.len, PROT_READ | PROT_WRITE, nc);
+    p->loans[k] = (struct mps_loan){.held = 1, .off = d.off, .len = d.len, .bytes = d.bytes, .tag = d.tag};
+    p->handoffs++;
+}
+
+void mps_nat_giveback(MPS_pool_t p, int k)
+{
+    struct mps_nat_chan *nc = p->nat;
+    struct nat_ctl *c = nc->peer;
+    struct mps_loan *l = &p->loans[k];
+    guard(nc->pdata + l->off, l->len, PROT_NONE, nc);
+    uint64_t t = atomic_load_explicit(&c->ret_tail, memory_order_relaxed);
+    while (t - atomic_load_explicit(&c->ret_head, memory_order_acquire) >= NAT_RING)
+        mps_relax();        /* the sender has at most NAT_RING buffers: it has room */
+    c->ret[t % NAT_RING] = l->off;
+    atomic_store_explicit(&c->ret_tail, t + 1, memory_order_release);
+    l->held = 0;
+}
+
+void *mps_nat_loan_ptr(MPS_pool_t p, int k)
+{
+    return p->nat->pdata + p->loans[k].off;
+}
+
+int mps_nat_in_peer(MPS_pool_t p, const void *a)
+{
+    return p->nat && p->loans && (const char *)a >= p->nat->pdata && (const char *)a < p->nat->pdata + p->nat->arena;
+}
+
+/* The native back end's medium checks and message path are EMPS's (emps.c): a channel the
+ * arena cannot serve carries messages the standard way. */
+static int native_medium_check(const mps_topo *t, const mps_topo_link *l)
+{
+    if (!strcmp(l->medium, "mpi") || !strcmp(l->medium, "shm"))
+        return mps_emps_backend.medium_check(t, l);
+    return mps_error(MPS_ERR_MEDIUM, "link '%s' (%s:%d): medium '%s' is not supported yet by the native back end "
+                     "(it provides shm, zero-copy on one node, and mpi; choosing aml's UCX transport per link "
+                     "is not reachable through the MPI library)", l->name, t->file, l->line, l->medium);
+}
+
+static int native_channel_check(const mps_topo *t, const mps_topo_link *l, MPI_Comm comm)
+{
+    return mps_emps_backend.channel_check(t, l, comm);
+}
+static int native_mem_alloc(MPS_pool_t p, size_t bytes, void **mem)
+{
+    return mps_emps_backend.mem_alloc(p, bytes, mem);
+}
+static void native_mem_free(MPS_pool_t p, void *mem)
+{
+    mps_emps_backend.mem_free(p, mem);
+}
+static int native_post_recv(MPS_pool_t p, int i)
+{
+    return mps_emps_backend.post_recv(p, i);
+}
+static int native_start_send(MPS_pool_t p, int i, int bytes, int tag)
+{
+    return mps_emps_backend.start_send(p, i, bytes, tag);
+}
+static int native_test(MPS_pool_t p, int i, int *done)
+{
+    return mps_emps_backend.test(p, i, done);
+}
+static int native_cancel_recv(MPS_pool_t p, int i, int *cancelled)
+{
+    return mps_emps_backend.cancel_recv(p, i, cancelled);
+}
+
+/* the table's operations are the message path (pool.c calls the arena's functions above
+ * directly where a channel has one) */
+const mps_backend mps_native_backend = {
+    .name = "native",
+    .medium_check = native_medium_check,
+    .channel_check = native_channel_check,
+    .mem_alloc = native_mem_alloc,
+    .mem_free = native_mem_free,
+    .post_recv = native_post_recv,
+    .start_send = native_start_send,
+    .test = native_test,
+    .cancel_recv = native_cancel_recv,
+};

@@ -113,7 +113,7 @@ int mps_native_wanted(void);
 int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI_Comm comm);
 /* at MPI_Finalize: every arena, in an order both ends agree on */
 void mps_nat_free_all(void);
-int mps_nat_arena_alloc(struct mps_nat_chan *nc, size_t bytes, void **mem);
+int mps_nat_arena_alloc(struct mps_nat_chan *nc, size_t bytes, int nbufs, void **mem);
 void mps_nat_arena_free(struct mps_nat_chan *nc, void *mem);
 /* send pool, buffer i: lend it to the other end's receive pool; *done = 0 when that end has
  * no receive pool taking hand-offs (the caller sends by message then) */

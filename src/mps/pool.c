@@ -189,7 +189,7 @@ int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, M
         /* in the channel's arena, on pages of their own (the ownership guard protects pages);
          * a pool the arena has no room for sends by message */
         size_t pg = 4096, st = (p->stride + pg - 1) & ~(pg - 1);
-        if (mps_nat_arena_alloc(p->nat, st * p->bufcount, (void **)&p->mem) == MPS_SUCCESS) {
+        if (mps_nat_arena_alloc(p->nat, st * p->bufcount, p->bufcount, (void **)&p->mem) == MPS_SUCCESS) {
             p->stride = st;
             p->in_arena = 1;
         }

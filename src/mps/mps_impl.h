@@ -38,6 +38,7 @@ struct mps_loan {
     unsigned long long off;     /* in the other end's arena */
     unsigned len;               /* its stride */
     int bytes, tag;
+    int lost;           /* RMA path: bytes of a message larger than the buffer, not read */
 };
 
 #define MPS_POOL_MAGIC 0x4d50534cu
@@ -57,6 +58,7 @@ struct MPS_pool {
     struct mps_nat_chan *nat;   /* the channel's arena, kept when the communicator is freed */
     int in_arena;               /* send pool: buffers in the arena (hand-off possible) */
     struct mps_loan *loans;     /* receive pool: bufcount slots for lent buffers */
+    char *dep;                  /* receive pool, RMA path: the buffers it reads hand-offs into */
     long long handoffs, copied; /* MPS_Pool_counters */
 };
 
@@ -118,15 +120,17 @@ void mps_nat_arena_free(struct mps_nat_chan *nc, void *mem);
 /* send pool, buffer i: lend it to the other end's receive pool; *done = 0 when that end has
  * no receive pool taking hand-offs (the caller sends by message then) */
 int mps_nat_handoff(MPS_pool_t p, int i, int bytes, int tag, int *done);
+/* the channel uses the RMA path (ends on different nodes, or MPS_RMA=1) */
+int mps_nat_remote(const struct mps_nat_chan *nc);
 /* send pools: buffers the other end gave back become free */
 void mps_nat_progress_returns(mps_state *s, struct mps_nat_chan *nc);
 /* receive pool: attach (hand-offs come to it) / detach (MPS_ERR_BUSY if some are not taken) */
-void mps_nat_attach(MPS_pool_t p);
+int mps_nat_attach(MPS_pool_t p);
 int mps_nat_detach(MPS_pool_t p);
 /* receive pool: hand-offs waiting */
 int mps_nat_pending(MPS_pool_t p);
-/* receive pool: take the next hand-off into loan slot k */
-void mps_nat_take(MPS_pool_t p, int k);
+/* receive pool: take the next hand-off; returns its loan slot */
+int mps_nat_take(MPS_pool_t p);
 /* receive pool: give loan slot k back to its send pool */
 void mps_nat_giveback(MPS_pool_t p, int k);
 void *mps_nat_loan_ptr(MPS_pool_t p, int k);

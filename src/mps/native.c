@@ -9,11 +9,14 @@
  * which gives the buffer back to its send pool. No byte of the data is copied and no message
  * is sent: only ownership moves (the poster's "buffer must belong to application OR I/O").
  *
+ * Between nodes (the RMA path below) the same rings are written with MPI RMA into a window
+ * from MPI_Win_allocate, and the receiver reads a handed-off buffer into its own with one
+ * MPI_Get (one transfer, registered once; unmeasured: written and tested on one node only).
+ *
  * What stays on the message path (EMPS's code, MPI_Isend/pre-posted MPI_Irecv): messages
  * that are not pool hand-offs (a plain MPI_Isend of a pool buffer, as in the poster's
- * example; a send when the other end has no receive pool), send pools the arena has no room
- * for, and channels whose ends are on different nodes (the RMA deposit path is not written;
- * README says so). MPS_Pool_counters tells hand-offs from copied bytes.
+ * example; a send when the other end has no receive pool), and pools the arena has no room
+ * for. MPS_Pool_counters tells hand-offs from copied bytes.
  *
  * Rings are single producer/single consumer over C11 atomics in the shared window; MPI's
  * unified memory model (checked: MPI_WIN_MODEL) makes the stores visible to the other
@@ -54,6 +57,9 @@ struct nat_ctl {
     _Alignas(64) _Atomic uint64_t in_head;     /* inbox head (owner) */
     _Alignas(64) _Atomic uint64_t ret_tail;    /* return ring tail (other end) */
     _Alignas(64) _Atomic uint64_t ret_head;    /* return ring head (owner) */
+    /* RMA path: the owner's own counters (the other end never reads them) */
+    _Alignas(64) uint64_t in_head_local;       /* inbox head */
+    uint64_t ret_out;                          /* tail of the other end's return ring */
     _Alignas(64) struct nat_desc in[NAT_RING];
     uint64_t ret[NAT_RING];
 };
@@ -66,7 +72,10 @@ struct mps_nat_chan {
     struct nat_ctl *mine, *peer;
     char *data, *pdata;             /* data areas: mine, the other end's (in my mapping) */
     size_t arena;                   /* bytes of each data area */
+    size_t ctl;                     /* bytes before it (the control block, in pages) */
     int guard;
+    int remote;                     /* RMA path: no shared mapping, MPI RMA into the window */
+    int rank, prank;                /* in the channel's communicator */
     int nbufs;                      /* arena buffers in use (<= NAT_RING) */
     int nalloc;
     struct { size_t off, len; int nbufs; } alloc[NAT_MAX_ALLOCS];
@@ -124,7 +133,7 @@ static void segv(int sig, siginfo_t *si, void *uc)
         char *base = NULL;
         if (a >= (uintptr_t)nc->data && a < (uintptr_t)nc->data + nc->arena)
             who = "a buffer this process sent (it belongs to the receiver until it releases it)", base = nc->data;
-        else if (a >= (uintptr_t)nc->pdata && a < (uintptr_t)nc->pdata + nc->arena)
+        else if (nc->pdata && a >= (uintptr_t)nc->pdata && a < (uintptr_t)nc->pdata + nc->arena)
             who = "a buffer of the other end this process does not hold (not got, or already released)",
             base = nc->pdata;
         if (!who)
@@ -165,24 +174,33 @@ static void install_segv(void)
 
 /* ---- channels ---- */
 
+/* the RMA path instead of the shared arena, on one node (tests; MPS_RMA=1) */
+static int rma_forced(void)
+{
+    const char *e = getenv("MPS_RMA");
+    return e && *e && strcmp(e, "0");
+}
+
 int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI_Comm comm)
 {
     if (!page)
         page = (size_t)sysconf(_SC_PAGESIZE);
-    /* both ends must agree: native wanted on both, and one node */
+    /* both ends must agree: native wanted on both; one node (shared arena) on both, else the
+     * RMA path */
     MPI_Comm node;
     int nsize = 0, rc;
     if ((rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node)) != MPI_SUCCESS)
         return mps_mpi_error("MPI_Comm_split_type (native channel)", rc);
     MPI_Comm_size(node, &nsize);
     MPI_Comm_free(&node);
-    int mine = s->be == &mps_native_backend && nsize == 2, both = 0;
-    if ((rc = MPI_Allreduce(&mine, &both, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
+    int want[2] = {s->be == &mps_native_backend, nsize == 2 && !rma_forced()}, both[2];
+    if ((rc = MPI_Allreduce(want, both, 2, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
         return mps_mpi_error("MPI_Allreduce (native channel)", rc);
-    if (!both)
+    if (!both[0])
         return MPS_SUCCESS;     /* messages (EMPS's path) */
+    int remote = !both[1];
 
-    /* the arena: room for two send pools of the link's size per end (MPS_ARENA_BYTES: other) */
+    /* the arena: room for two pools of the link's size per end (MPS_ARENA_BYTES: other) */
     size_t arena = 2 * round_page((size_t)l->bufsize) * (size_t)l->bufcount;
     const char *e = getenv("MPS_ARENA_BYTES");
     if (e && *e)
@@ -192,46 +210,63 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
     struct mps_nat_chan *nc = calloc(1, sizeof(*nc));
     if (!nc)
         return mps_error(MPS_ERR_NOMEM, "MPS_Channel_create: out of memory");
-    MPI_Info info;
-    MPI_Info_create(&info);
-    /* each end's part starts on a page of its own (the guard protects whole pages) */
-    MPI_Info_set(info, "alloc_shared_noncontig", "true");
-    void *base;
-    rc = MPI_Win_allocate_shared((MPI_Aint)(ctl + arena), 1, info, comm, &base, &nc->win);
-    MPI_Info_free(&info);
+    MPI_Comm_rank(comm, &nc->rank);
+    nc->prank = ch->rrank;
+    void *base = NULL, *pbase = NULL;
+    int ok = 1;
+    if (remote) {
+        /* registered once with the transports (amlapi exposes a window's memory at creation);
+         * one passive-target epoch for the channel's life */
+        rc = MPI_Win_allocate((MPI_Aint)(ctl + arena), 1, MPI_INFO_NULL, comm, &base, &nc->win);
+        if (rc == MPI_SUCCESS)
+            MPI_Win_lock_all(0, nc->win);
+    } else {
+        MPI_Info info;
+        MPI_Info_create(&info);
+        /* each end's part starts on a page of its own (the guard protects whole pages) */
+        MPI_Info_set(info, "alloc_shared_noncontig", "true");
+        rc = MPI_Win_allocate_shared((MPI_Aint)(ctl + arena), 1, info, comm, &base, &nc->win);
+        MPI_Info_free(&info);
+    }
     if (rc != MPI_SUCCESS) {
         free(nc);
-        return mps_error(MPS_ERR_NOMEM, "MPS_Channel_create: link '%s': MPI_Win_allocate_shared of %zu bytes per "
-                         "end failed (MPS_ARENA_BYTES sets the arena)", l->name, ctl + arena);
+        return mps_error(MPS_ERR_NOMEM, "MPS_Channel_create: link '%s': %s of %zu bytes per end failed "
+                         "(MPS_ARENA_BYTES sets the arena)", l->name,
+                         remote ? "MPI_Win_allocate" : "MPI_Win_allocate_shared", ctl + arena);
     }
     int *model, flag = 0;
     MPI_Win_get_attr(nc->win, MPI_WIN_MODEL, &model, &flag);
-    MPI_Aint psize;
-    int pdisp;
-    void *pbase;
-    MPI_Win_shared_query(nc->win, ch->rrank, &psize, &pdisp, &pbase);
-    if (!flag || *model != MPI_WIN_UNIFIED || (uintptr_t)base % page || (uintptr_t)pbase % page ||
-        (size_t)psize != ctl + arena) {
-        /* both ends see the same window attributes; only alignment could differ, and
-         * then both fall back below through the Allreduce */
-        mine = 0;
-    } else {
-        mine = 1;
+    /* loads and stores of the other end's accesses: the unified model */
+    ok = flag && *model == MPI_WIN_UNIFIED && (uintptr_t)base % page == 0;
+    if (!remote && ok) {
+        MPI_Aint psize;
+        int pdisp;
+        MPI_Win_shared_query(nc->win, ch->rrank, &psize, &pdisp, &pbase);
+        ok = (uintptr_t)pbase % page == 0 && (size_t)psize == ctl + arena;
     }
-    MPI_Allreduce(&mine, &both, 1, MPI_INT, MPI_MIN, comm);
-    if (!both) {
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (!all) {
+        if (remote)
+            MPI_Win_unlock_all(nc->win);
         MPI_Win_free(&nc->win);
         free(nc);
         return MPS_SUCCESS;
     }
+    nc->remote = remote;
     nc->mine = base;
-    nc->peer = pbase;
     nc->data = (char *)base + ctl;
-    nc->pdata = (char *)pbase + ctl;
+    if (!remote) {
+        nc->peer = pbase;
+        nc->pdata = (char *)pbase + ctl;
+    }
     nc->arena = arena;
+    nc->ctl = ctl;
     nc->link = ch->link;
     snprintf(nc->name, sizeof(nc->name), "%s", l->name);
     memset(nc->mine, 0, sizeof(struct nat_ctl));
+    if (remote)
+        MPI_Win_sync(nc->win);
     nc->guard = guard_on();
     for (struct mps_nat_chan *o = chans; o; o = o->next)
         nc->nth += o->link == nc->link;
@@ -239,7 +274,8 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
     if (nc->guard) {
         install_segv();
         /* nothing of the other end's arena is ours until it lends it */
-        mprotect(nc->pdata, arena, PROT_NONE);
+        if (!remote)
+            mprotect(nc->pdata, arena, PROT_NONE);
     }
     nc->next = chans;
     chans = nc;
@@ -267,8 +303,11 @@ void mps_nat_free_all(void)
     for (int i = 0; v && i < n; i++) {
         if (v[i]->guard) {
             mprotect(v[i]->data, v[i]->arena, PROT_READ | PROT_WRITE);
-            mprotect(v[i]->pdata, v[i]->arena, PROT_READ | PROT_WRITE);
+            if (v[i]->pdata)
+                mprotect(v[i]->pdata, v[i]->arena, PROT_READ | PROT_WRITE);
         }
+        if (v[i]->remote)
+            MPI_Win_unlock_all(v[i]->win);
         MPI_Win_free(&v[i]->win);
         free(v[i]);
     }
@@ -317,6 +356,65 @@ void mps_nat_arena_free(struct mps_nat_chan *nc, void *mem)
         }
 }
 
+/* ---- the RMA path: the same rings, written with MPI RMA ----
+ * For ends on different nodes (or MPS_RMA=1 on one node): no shared mapping. The window
+ * registered both ends' arenas once with the transports. A send publishes the descriptor of
+ * the sender's buffer into the receiver's inbox (MPI_Put, then MPI_Compare_and_swap of the
+ * inbox word); the receiver's MPS_Buf_get reads the bytes straight from the sender's buffer
+ * into one of its own pool buffers (one MPI_Get: UCX RMA between hosts, no copy at either
+ * end, no registration per send) and gives the sender's buffer back at once through its
+ * return ring. Receiver-driven, so a send needs no later progress by the sender (it may be
+ * blocked in MPI) and the receiver takes messages only into buffers it has free. Words both
+ * ends change are MPI atomics on both sides (the owner on its own part of the window). */
+
+#define CTL(field) ((MPI_Aint)offsetof(struct nat_ctl, field))
+
+static uint64_t r_fetch(struct mps_nat_chan *nc, int target, MPI_Aint disp)
+{
+    uint64_t v = 0, none = 0;
+    MPI_Fetch_and_op(&none, &v, MPI_UINT64_T, target, disp, MPI_NO_OP, nc->win);
+    MPI_Win_flush(target, nc->win);
+    return v;
+}
+
+static uint64_t r_cas(struct mps_nat_chan *nc, int target, MPI_Aint disp, uint64_t expect, uint64_t desired)
+{
+    uint64_t old = 0;
+    MPI_Compare_and_swap(&desired, &expect, &old, MPI_UINT64_T, target, disp, nc->win);
+    MPI_Win_flush(target, nc->win);
+    return old;
+}
+
+static void r_put(struct mps_nat_chan *nc, int target, MPI_Aint disp, const void *src, size_t len)
+{
+    MPI_Put(src, (int)len, MPI_BYTE, target, disp, (int)len, MPI_BYTE, nc->win);
+    MPI_Win_flush(target, nc->win);     /* complete at the target before what follows */
+}
+
+int mps_nat_remote(const struct mps_nat_chan *nc)
+{
+    return nc->remote;
+}
+
+static int r_handoff(MPS_pool_t p, struct nat_desc *d, int *done)
+{
+    struct mps_nat_chan *nc = p->nat;
+    for (;;) {
+        uint64_t w = r_fetch(nc, nc->prank, CTL(in_word));
+        if (!(w & NAT_ATTACHED)) {
+            *done = 0;
+            return MPS_SUCCESS;
+        }
+        /* no room check: the inbox holds at most this end's arena buffers (<= NAT_RING) */
+        uint64_t tail = w & NAT_TAIL_MASK;
+        r_put(nc, nc->prank, CTL(in) + (MPI_Aint)((tail % NAT_RING) * sizeof(*d)), d, sizeof(*d));
+        if (r_cas(nc, nc->prank, CTL(in_word), w, w + 1) == w) {
+            *done = 1;
+            return MPS_SUCCESS;
+        }
+    }
+}
+
 /* ---- sending: lend a buffer ---- */
 
 int mps_nat_handoff(MPS_pool_t p, int i, int bytes, int tag, int *done)
@@ -326,6 +424,14 @@ int mps_nat_handoff(MPS_pool_t p, int i, int bytes, int tag, int *done)
     char *buf = p->mem + p->stride * i;
     struct nat_desc d = {.off = (uint64_t)(buf - nc->data), .len = (uint32_t)p->stride, .bytes = bytes, .tag = tag};
     int guarded = 0;
+    if (nc->remote) {
+        guard(buf, p->stride, PROT_READ, nc);   /* until the receiver has read it */
+        int rc = r_handoff(p, &d, done);
+        if (!*done)
+            guard(buf, p->stride, PROT_READ | PROT_WRITE, nc);
+        p->handoffs += *done;
+        return rc;
+    }
     for (;;) {
         uint64_t w = atomic_load_explicit(&c->in_word, memory_order_acquire);
         if (!(w & NAT_ATTACHED)) {
@@ -358,6 +464,8 @@ int mps_nat_handoff(MPS_pool_t p, int i, int bytes, int tag, int *done)
 void mps_nat_progress_returns(mps_state *s, struct mps_nat_chan *nc)
 {
     struct nat_ctl *c = nc->mine;
+    if (nc->remote)
+        MPI_Win_sync(nc->win);      /* returns the other end put into this window */
     uint64_t t = atomic_load_explicit(&c->ret_tail, memory_order_acquire);
     uint64_t h = atomic_load_explicit(&c->ret_head, memory_order_relaxed);
     if (h == t)
@@ -377,15 +485,33 @@ void mps_nat_progress_returns(mps_state *s, struct mps_nat_chan *nc)
     atomic_store_explicit(&c->ret_head, h, memory_order_release);
 }
 
-/* ---- receiving: borrow buffers ---- */
+/* ---- receiving: borrow buffers ---- *//* ---- receiving: borrow buffers ---- */
 
-void mps_nat_attach(MPS_pool_t p)
+int mps_nat_attach(MPS_pool_t p)
 {
+    struct mps_nat_chan *nc = p->nat;
+    if (nc->remote) {
+        uint64_t w = r_fetch(nc, nc->rank, CTL(in_word)), o;
+        while ((o = r_cas(nc, nc->rank, CTL(in_word), w, w | NAT_ATTACHED)) != w)
+            w = o;
+        return MPS_SUCCESS;
+    }
     atomic_fetch_or_explicit(&p->nat->mine->in_word, NAT_ATTACHED, memory_order_acq_rel);
+    return MPS_SUCCESS;
 }
 
 int mps_nat_detach(MPS_pool_t p)
 {
+    struct mps_nat_chan *nc = p->nat;
+    if (nc->remote) {
+        for (;;) {
+            uint64_t w = r_fetch(nc, nc->rank, CTL(in_word));
+            if ((w & NAT_TAIL_MASK) != nc->mine->in_head_local)
+                return MPS_ERR_BUSY;
+            if (r_cas(nc, nc->rank, CTL(in_word), w, w & NAT_TAIL_MASK) == w)
+                return MPS_SUCCESS;
+        }
+    }
     struct nat_ctl *c = p->nat->mine;
     uint64_t w = atomic_load_explicit(&c->in_word, memory_order_acquire);
     for (;;) {
@@ -400,14 +526,43 @@ int mps_nat_detach(MPS_pool_t p)
 int mps_nat_pending(MPS_pool_t p)
 {
     struct nat_ctl *c = p->nat->mine;
+    if (p->nat->remote)
+        return (int)((r_fetch(p->nat, p->nat->rank, CTL(in_word)) & NAT_TAIL_MASK) - c->in_head_local);
     uint64_t w = atomic_load_explicit(&c->in_word, memory_order_acquire);
     return (int)((w & NAT_TAIL_MASK) - atomic_load_explicit(&c->in_head, memory_order_relaxed));
 }
 
-void mps_nat_take(MPS_pool_t p, int k)
+int mps_nat_take(MPS_pool_t p)
 {
     struct mps_nat_chan *nc = p->nat;
     struct nat_ctl *c = nc->mine;
+    int k = 0;
+    while (p->loans[k].held)
+        k++;
+    if (nc->remote) {
+        MPI_Win_sync(nc->win);      /* the descriptor the sender put */
+        struct nat_desc d = c->in[c->in_head_local++ % NAT_RING];
+        if (d.off + d.len > nc->arena || d.off % page || d.bytes < 0 || (uint64_t)d.bytes > d.len) {
+            fprintf(stderr, "MPS: link '%s': corrupt hand-off (offset %llu, %u bytes of %d), aborting\n", nc->name,
+                    (unsigned long long)d.off, d.len, d.bytes);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        /* a message larger than this pool's buffers: its first bufsize bytes, and MPS_Buf_get
+         * says MPS_ERR_TRUNCATE (the application holds the buffer and releases it) */
+        int n = d.bytes < p->bufsize ? d.bytes : p->bufsize;
+        MPI_Get(p->dep + p->stride * k, n, MPI_BYTE, nc->prank, (MPI_Aint)(nc->ctl + d.off), n, MPI_BYTE, nc->win);
+        MPI_Win_flush(nc->prank, nc->win);
+        /* the sender's buffer is back in its pool: ret slot first, then the tail */
+        uint64_t t = c->ret_out++;
+        r_put(nc, nc->prank, CTL(ret) + (MPI_Aint)((t % NAT_RING) * sizeof(uint64_t)), &d.off, sizeof(d.off));
+        t++;
+        r_put(nc, nc->prank, CTL(ret_tail), &t, sizeof(t));
+        p->loans[k] = (struct mps_loan){.held = 1, .off = (unsigned long long)(p->stride * k),
+                                        .len = (unsigned)p->stride, .bytes = n, .tag = d.tag,
+                                        .lost = d.bytes - n};
+        p->handoffs++;
+        return k;
+    }
     uint64_t h = atomic_load_explicit(&c->in_head, memory_order_relaxed);
     struct nat_desc d = c->in[h % NAT_RING];
     atomic_store_explicit(&c->in_head, h + 1, memory_order_release);
@@ -420,6 +575,7 @@ void mps_nat_take(MPS_pool_t p, int k)
     guard(nc->pdata + d.off, d.len, PROT_READ | PROT_WRITE, nc);
     p->loans[k] = (struct mps_loan){.held = 1, .off = d.off, .len = d.len, .bytes = d.bytes, .tag = d.tag};
     p->handoffs++;
+    return k;
 }
 
 void mps_nat_giveback(MPS_pool_t p, int k)
@@ -427,6 +583,10 @@ void mps_nat_giveback(MPS_pool_t p, int k)
     struct mps_nat_chan *nc = p->nat;
     struct nat_ctl *c = nc->peer;
     struct mps_loan *l = &p->loans[k];
+    if (nc->remote) {
+        l->held = 0;        /* its own buffer: free for the next message */
+        return;
+    }
     guard(nc->pdata + l->off, l->len, PROT_NONE, nc);
     uint64_t t = atomic_load_explicit(&c->ret_tail, memory_order_relaxed);
     while (t - atomic_load_explicit(&c->ret_head, memory_order_acquire) >= NAT_RING)
@@ -438,12 +598,16 @@ void mps_nat_giveback(MPS_pool_t p, int k)
 
 void *mps_nat_loan_ptr(MPS_pool_t p, int k)
 {
-    return p->nat->pdata + p->loans[k].off;
+    return p->nat->remote ? p->dep + p->stride * k : p->nat->pdata + p->loans[k].off;
 }
 
 int mps_nat_in_peer(MPS_pool_t p, const void *a)
 {
-    return p->nat && p->loans && (const char *)a >= p->nat->pdata && (const char *)a < p->nat->pdata + p->nat->arena;
+    if (!p->nat || !p->loans)
+        return 0;
+    const char *lo = p->nat->remote ? p->dep : p->nat->pdata;
+    const char *hi = p->nat->remote ? p->dep + p->stride * p->bufcount : lo + p->nat->arena;
+    return (const char *)a >= lo && (const char *)a < hi;
 }
 
 /* The native back end's medium checks and message path are EMPS's (emps.c): a channel the

@@ -133,6 +133,8 @@ static void pool_free(mps_state *s, MPS_pool_t p)
         }
     if (p->chan && p->chan->rcv_pool == p)
         p->chan->rcv_pool = NULL;
+    if (p->dep)
+        mps_nat_arena_free(p->nat, p->dep);
     if (p->mem && p->in_arena)
         mps_nat_arena_free(p->nat, p->mem);
     else if (p->mem)
@@ -194,12 +196,27 @@ int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, M
             p->in_arena = 1;
         }
     }
-    if (p->nat && way == MPS_RCV && !(p->loans = calloc(count, sizeof(*p->loans)))) {
+    if (p->nat && way == MPS_RCV && mps_nat_remote(p->nat)) {
+        /* RMA path: the buffers it reads hand-offs into, in the registered arena; a pool the
+         * arena has no room for receives by message only */
+        size_t pg = 4096, st = (p->stride + pg - 1) & ~(pg - 1);
+        if (mps_nat_arena_alloc(p->nat, st * p->bufcount, p->bufcount, (void **)&p->dep) == MPS_SUCCESS)
+            p->stride = st;
+        else
+            p->dep = NULL;
+    }
+    if (p->nat && way == MPS_RCV && (!mps_nat_remote(p->nat) || p->dep) &&
+        !(p->loans = calloc(count, sizeof(*p->loans)))) {
         pool_free(s, p);
         return mps_error(MPS_ERR_NOMEM, "MPS_Buf_pool_init: out of memory");
     }
     if (!p->in_arena && (rc = s->be->mem_alloc(p, p->stride * p->bufcount, (void **)&p->mem)) != MPS_SUCCESS) {
         p->mem = NULL;
+        pool_free(s, p);
+        return rc;
+    }
+    /* hand-offs of the other end's send pools come here */
+    if (p->loans && (rc = mps_nat_attach(p)) != MPS_SUCCESS) {
         pool_free(s, p);
         return rc;
     }
@@ -214,8 +231,6 @@ int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, M
                 return rc;
             }
         ch->rcv_pool = p;
-        if (p->nat)
-            mps_nat_attach(p);      /* hand-offs of the other end's send pools come here */
     }
     *p_bufsize = p->bufsize;
     *p_bufcount = p->bufcount;
@@ -233,7 +248,7 @@ static int held(MPS_pool_t p)
 }
 
 /* one attempt: MPS_SUCCESS with a buffer, or MPS_EEMPTY */
-static int try_take(MPS_pool_t p, void **buf)
+static int try_take(mps_state *s, MPS_pool_t p, void **buf)
 {
     int rc = mps_pool_progress(p);
     if (rc != MPS_SUCCESS)
@@ -248,11 +263,13 @@ static int try_take(MPS_pool_t p, void **buf)
         if (held(p) >= p->bufcount)
             return MPS_EEMPTY;
         if (p->loans && mps_nat_pending(p)) {
-            int k = 0;
-            while (p->loans[k].held)
-                k++;
-            mps_nat_take(p, k);
+            int k = mps_nat_take(p);
             *buf = mps_nat_loan_ptr(p, k);
+            if (p->loans[k].lost)
+                return mps_error(MPS_ERR_TRUNCATE, "MPS_Buf_get: link '%s': a message %d bytes larger than the "
+                                 "pool's %d-byte buffers; the buffer holds its first %d bytes (release it)",
+                                 link_of(p, s), p->loans[k].lost, p->bufsize, p->bufsize);
+            return MPS_SUCCESS;
             return MPS_SUCCESS;
         }
         i = next_in_order(p);
@@ -280,7 +297,7 @@ static int get(MPS_pool_t pool, void **buf, double seconds, const char *fn)
         return mps_error(MPS_ERR_ARG, "%s: p_buffer is NULL", fn);
     double deadline = seconds >= 0 ? MPI_Wtime() + seconds : 0;
     for (;;) {
-        rc = try_take(p, buf);
+        rc = try_take(s, p, buf);
         if (rc != MPS_EEMPTY)
             return rc;
         if (seconds != 0) {
@@ -462,8 +479,8 @@ int MPS_Buf_pool_finalize(MPS_pool_t pool)
             landed += !cancelled;
         }
         if (landed) {
-            if (p->loans)
-                mps_nat_attach(p);
+            if (p->loans && (rc = mps_nat_attach(p)) != MPS_SUCCESS)
+                return rc;
             for (int i = 0; i < p->bufcount; i++)
                 if (p->bufs[i].state == MPS_BUF_FREE && (rc = post(s, p, i)) != MPS_SUCCESS)
                     return rc;

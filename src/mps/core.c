@@ -253,8 +253,8 @@ int MPS_Channel_create(const char *chan_name, const char *rendpoint, MPI_Comm *c
         free(ch);
         MPI_Comm_free(&c);
         return mps_error(MPS_ERR_MEDIUM, "MPS_Channel_create: link '%s' (%s:%d): medium shm, but no shared-memory "
-                         "arena could be made between its ends (not one node, or MPS_BACKEND=emps on the other end)",
-                         l->name, t->file, l->line);
+                         "arena could be made between its ends (%s)", l->name, t->file, l->line,
+                         *mps_nat_refusal() ? mps_nat_refusal() : "the other end refused it");
     }
     MPI_Comm_set_attr(c, s->comm_keyval, ch);
     *comm = c;

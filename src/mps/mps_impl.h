@@ -113,6 +113,9 @@ void mps_relax(void);
 int mps_native_wanted(void);
 /* collective over the channel's two ends: makes ch->nat, or leaves it NULL (messages) */
 int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI_Comm comm);
+/* why the last mps_nat_chan_open made no arena on this end ("" if it did, or the other end
+ * refused) */
+const char *mps_nat_refusal(void);
 /* at MPI_Finalize: every arena, in an order both ends agree on */
 void mps_nat_free_all(void);
 int mps_nat_arena_alloc(struct mps_nat_chan *nc, size_t bytes, int nbufs, void **mem);

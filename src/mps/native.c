@@ -73,6 +73,8 @@ struct mps_nat_chan {
     char *data, *pdata;             /* data areas: mine, the other end's (in my mapping) */
     size_t arena;                   /* bytes of each data area */
     size_t ctl;                     /* bytes before it (the control block, in pages) */
+    size_t moff, poff;              /* where the control block starts in my / the other end's
+                                       part: the first page boundary (MPIs need not align) */
     int guard;
     int remote;                     /* RMA path: no shared mapping, MPI RMA into the window */
     int rank, prank;                /* in the channel's communicator */
@@ -83,6 +85,12 @@ struct mps_nat_chan {
 
 static struct mps_nat_chan *chans;
 static size_t page;
+static char refusal[256];
+
+const char *mps_nat_refusal(void)
+{
+    return refusal;
+}
 
 int mps_native_wanted(void)
 {
@@ -196,6 +204,7 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
     int want[2] = {s->be == &mps_native_backend, nsize == 2 && !rma_forced()}, both[2];
     if ((rc = MPI_Allreduce(want, both, 2, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
         return mps_mpi_error("MPI_Allreduce (native channel)", rc);
+    snprintf(refusal, sizeof(refusal), "%s", !both[0] ? "the EMPS back end runs on an end" : "");
     if (!both[0])
         return MPS_SUCCESS;     /* messages (EMPS's path) */
     int remote = !both[1];
@@ -217,7 +226,7 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
     if (remote) {
         /* registered once with the transports (amlapi exposes a window's memory at creation);
          * one passive-target epoch for the channel's life */
-        rc = MPI_Win_allocate((MPI_Aint)(ctl + arena), 1, MPI_INFO_NULL, comm, &base, &nc->win);
+        rc = MPI_Win_allocate((MPI_Aint)(ctl + arena + page), 1, MPI_INFO_NULL, comm, &base, &nc->win);
         if (rc == MPI_SUCCESS)
             MPI_Win_lock_all(0, nc->win);
     } else {
@@ -225,7 +234,7 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
         MPI_Info_create(&info);
         /* each end's part starts on a page of its own (the guard protects whole pages) */
         MPI_Info_set(info, "alloc_shared_noncontig", "true");
-        rc = MPI_Win_allocate_shared((MPI_Aint)(ctl + arena), 1, info, comm, &base, &nc->win);
+        rc = MPI_Win_allocate_shared((MPI_Aint)(ctl + arena + page), 1, info, comm, &base, &nc->win);
         MPI_Info_free(&info);
     }
     if (rc != MPI_SUCCESS) {
@@ -237,12 +246,23 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
     int *model, flag = 0;
     MPI_Win_get_attr(nc->win, MPI_WIN_MODEL, &model, &flag);
     /* loads and stores of the other end's accesses: the unified model */
-    ok = flag && *model == MPI_WIN_UNIFIED && (uintptr_t)base % page == 0;
+    ok = flag && *model == MPI_WIN_UNIFIED;
+    if (!ok)
+        snprintf(refusal, sizeof(refusal), "the window is not in the unified memory model");
+    /* the control block and arena start at the first page boundary of each part */
+    nc->moff = (page - (uintptr_t)base % page) % page;
     if (!remote && ok) {
         MPI_Aint psize;
         int pdisp;
         MPI_Win_shared_query(nc->win, ch->rrank, &psize, &pdisp, &pbase);
-        ok = (uintptr_t)pbase % page == 0 && (size_t)psize == ctl + arena;
+        nc->poff = (page - (uintptr_t)pbase % page) % page;
+        ok = (size_t)psize >= ctl + arena + page;
+        if (!ok)
+            snprintf(refusal, sizeof(refusal), "the other end's part of the shared window is smaller than asked");
+    } else if (remote) {
+        uint64_t m = nc->moff, o = 0;
+        MPI_Sendrecv(&m, 1, MPI_UINT64_T, ch->rrank, 0, &o, 1, MPI_UINT64_T, ch->rrank, 0, comm, MPI_STATUS_IGNORE);
+        nc->poff = (size_t)o;
     }
     int all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
@@ -254,11 +274,11 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
         return MPS_SUCCESS;
     }
     nc->remote = remote;
-    nc->mine = base;
-    nc->data = (char *)base + ctl;
+    nc->mine = (struct nat_ctl *)((char *)base + nc->moff);
+    nc->data = (char *)nc->mine + ctl;
     if (!remote) {
-        nc->peer = pbase;
-        nc->pdata = (char *)pbase + ctl;
+        nc->peer = (struct nat_ctl *)((char *)pbase + nc->poff);
+        nc->pdata = (char *)nc->peer + ctl;
     }
     nc->arena = arena;
     nc->ctl = ctl;
@@ -369,9 +389,16 @@ void mps_nat_arena_free(struct mps_nat_chan *nc, void *mem)
 
 #define CTL(field) ((MPI_Aint)offsetof(struct nat_ctl, field))
 
+/* displacement of `disp` (from the control block) in target's part of the window */
+static MPI_Aint at(struct mps_nat_chan *nc, int target, MPI_Aint disp)
+{
+    return disp + (MPI_Aint)(target == nc->rank ? nc->moff : nc->poff);
+}
+
 static uint64_t r_fetch(struct mps_nat_chan *nc, int target, MPI_Aint disp)
 {
     uint64_t v = 0, none = 0;
+    disp = at(nc, target, disp);
     MPI_Fetch_and_op(&none, &v, MPI_UINT64_T, target, disp, MPI_NO_OP, nc->win);
     MPI_Win_flush(target, nc->win);
     return v;
@@ -380,6 +407,7 @@ static uint64_t r_fetch(struct mps_nat_chan *nc, int target, MPI_Aint disp)
 static uint64_t r_cas(struct mps_nat_chan *nc, int target, MPI_Aint disp, uint64_t expect, uint64_t desired)
 {
     uint64_t old = 0;
+    disp = at(nc, target, disp);
     MPI_Compare_and_swap(&desired, &expect, &old, MPI_UINT64_T, target, disp, nc->win);
     MPI_Win_flush(target, nc->win);
     return old;
@@ -387,6 +415,7 @@ static uint64_t r_cas(struct mps_nat_chan *nc, int target, MPI_Aint disp, uint64
 
 static void r_put(struct mps_nat_chan *nc, int target, MPI_Aint disp, const void *src, size_t len)
 {
+    disp = at(nc, target, disp);
     MPI_Put(src, (int)len, MPI_BYTE, target, disp, (int)len, MPI_BYTE, nc->win);
     MPI_Win_flush(target, nc->win);     /* complete at the target before what follows */
 }
@@ -550,7 +579,8 @@ int mps_nat_take(MPS_pool_t p)
         /* a message larger than this pool's buffers: its first bufsize bytes, and MPS_Buf_get
          * says MPS_ERR_TRUNCATE (the application holds the buffer and releases it) */
         int n = d.bytes < p->bufsize ? d.bytes : p->bufsize;
-        MPI_Get(p->dep + p->stride * k, n, MPI_BYTE, nc->prank, (MPI_Aint)(nc->ctl + d.off), n, MPI_BYTE, nc->win);
+        MPI_Get(p->dep + p->stride * k, n, MPI_BYTE, nc->prank, at(nc, nc->prank, (MPI_Aint)(nc->ctl + d.off)), n,
+                MPI_BYTE, nc->win);
         MPI_Win_flush(nc->prank, nc->win);
         /* the sender's buffer is back in its pool: ret slot first, then the tail */
         uint64_t t = c->ret_out++;

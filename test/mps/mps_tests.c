@@ -154,9 +154,16 @@ static void t_exhaust_native(MPI_Comm c)
         CHECK(*(int *)x == 0x5eed, "the receiver's write is not in the buffer (%#x): it had a copy", *(int *)x);
         fill(x, bs, 2);
         EXPECT(MPS_Buf_send(p, x, bs, 12), MPS_SUCCESS);
-        ctl_recv();
+        /* both buffers lent (the receiver holds them until told) */
+        EXPECT(MPS_Buf_pool_finalize(p), MPS_ERR_BUSY);
+        DETAIL_HAS("in flight");
+        ctl_send();
+        ctl_recv();     /* the receiver gave both back */
+        EXPECT(MPS_Buf_get(p, &x), MPS_SUCCESS);
+        fill(x, 64, 13);
+        EXPECT(MPS_Buf_send(p, x, 64, 13), MPS_SUCCESS);
         EXPECT(MPS_Pool_counters(p, &h, &cp), MPS_SUCCESS);
-        CHECK(h == 3 && cp == 0, "send pool: %lld hand-offs, %lld bytes copied (expected 3, 0)", h, cp);
+        CHECK(h == 4 && cp == 0, "send pool: %lld hand-offs, %lld bytes copied (expected 4, 0)", h, cp);
         finalize_send_pool(p);
     } else {
         EXPECT(MPS_Buf_pool_init(c, MPS_RCV, &bs, &bc, &p), MPS_SUCCESS);
@@ -181,11 +188,35 @@ static void t_exhaust_native(MPI_Comm c)
         EXPECT(MPS_Buf_received(p, x, &bytes, &tag), MPS_SUCCESS);
         CHECK(tag == 12, "message 3 has tag %d", tag);
         check_fill(x, bs, 2);
+        /* misuse of lent buffers: errors, and the pool goes on */
+        EXPECT(MPS_Buf_pool_finalize(p), MPS_ERR_BUSY);
+        DETAIL_HAS("holds 2 buffer");
+        MPS_pool_t q;
+        int qs = 0, qc = 0;
+        EXPECT(MPS_Buf_pool_init(c, MPS_SND, &qs, &qc, &q), MPS_SUCCESS);
+        EXPECT(MPS_Buf_release(q, x), MPS_ERR_BUF_FOREIGN);
+        DETAIL_HAS("another pool");
+        EXPECT(MPS_Buf_release(p, (char *)x + 8), MPS_ERR_BUF_UNKNOWN);
+        EXPECT(MPS_Buf_pool_finalize(q), MPS_SUCCESS);
+        ctl_recv();     /* the sender saw its pool busy */
         EXPECT(MPS_Buf_release(p, x), MPS_SUCCESS);
         EXPECT(MPS_Buf_release(p, b[0]), MPS_SUCCESS);
+        EXPECT(MPS_Buf_release(p, x), MPS_ERR_BUF_NOT_OWNED);
+        DETAIL_HAS("released twice");
+        EXPECT(MPS_Buf_received(p, b[0], &bytes, &tag), MPS_ERR_BUF_NOT_OWNED);
         EXPECT(MPS_Pool_counters(p, &h, &cp), MPS_SUCCESS);
         CHECK(h == 3 && cp == 0, "receive pool: %lld hand-offs, %lld bytes copied (expected 3, 0)", h, cp);
         ctl_send();
+        /* a hand-off not taken: finalizing would lose it */
+        int idx;
+        EXPECT(MPS_Select(1, &c, 30, &idx), MPS_SUCCESS);
+        EXPECT(MPS_Buf_pool_finalize(p), MPS_ERR_BUSY);
+        DETAIL_HAS("not taken");
+        EXPECT(MPS_Buf_get(p, &x), MPS_SUCCESS);
+        EXPECT(MPS_Buf_received(p, x, &bytes, &tag), MPS_SUCCESS);
+        CHECK(bytes == 64 && tag == 13, "message 4: %d bytes, tag %d", bytes, tag);
+        check_fill(x, 64, 13);
+        EXPECT(MPS_Buf_release(p, x), MPS_SUCCESS);
         EXPECT(MPS_Buf_pool_finalize(p), MPS_SUCCESS);
     }
     printf("%s: exhaust ok (native: lent buffers)\n", me);

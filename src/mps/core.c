@@ -118,9 +118,12 @@ mps_state *mps_get_state(int *rc)
         *rc = mps_error(MPS_ERR_MPI, "MPS is used between MPI_Init and MPI_Finalize");
         return NULL;
     }
-    const char *path = getenv("MPS_TOPOLOGY");
+    const char *path = getenv("MPS_TOPOLOGY"), *be = getenv("MPS_BACKEND");
     char err[sizeof(load_detail)];
-    if (!path || !*path) {
+    if (be && *be && strcmp(be, "emps") && strcmp(be, "native")) {
+        snprintf(err, sizeof(err), "MPS_BACKEND=%.64s: neither emps nor native", be);
+        load_rc = MPS_ERR_ARG;
+    } else if (!path || !*path) {
         snprintf(err, sizeof(err), "MPS_TOPOLOGY is not set: start the program with mpsrun TOPOLOGY -- PROGRAM");
         load_rc = MPS_ERR_TOPOLOGY;
     } else if (mps_topo_load(path, &state.topo, err, sizeof(err))) {

@@ -116,6 +116,8 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
 /* why the last mps_nat_chan_open made no arena on this end ("" if it did, or the other end
  * refused) */
 const char *mps_nat_refusal(void);
+/* arena buffers start on pages of their own (the guard protects pages) */
+size_t mps_nat_page(void);
 /* at MPI_Finalize: every arena, in an order both ends agree on */
 void mps_nat_free_all(void);
 int mps_nat_arena_alloc(struct mps_nat_chan *nc, size_t bytes, int nbufs, void **mem);

@@ -1,4 +1,4 @@
-/* The native back end: zero-copy channels between two processes of one node.
+/* The native back end: zero-copy channels (one node), one-transfer channels (between nodes).
  *
  * A channel's two ends share an arena, one MPI-3 shared-memory window made once, at
  * MPS_Channel_create (on amlapi the window lives in the node's shared segment: amlapi_rma_shm.c).
@@ -24,9 +24,9 @@
  * receive pool cannot detach (finalize) while a hand-off is being published to it.
  *
  * Ownership guard (MPS_GUARD=1, a checking mode, off by default): a lent buffer is read-only
- * in the sender's mapping until it comes back, and the other end's arena is inaccessible in the receiver's
- * mapping except for the buffers it holds; an access outside ownership faults, and a SIGSEGV
- * handler names the link and buffer before the process dies. */
+ * in the sender's mapping until it comes back, and the other end's arena is inaccessible in
+ * the receiver's mapping except for the buffers it holds; an access outside ownership faults,
+ * and a SIGSEGV handler names the link before the process dies. */
 #define _GNU_SOURCE
 #include "mps_impl.h"
 
@@ -90,6 +90,13 @@ static char refusal[256];
 const char *mps_nat_refusal(void)
 {
     return refusal;
+}
+
+size_t mps_nat_page(void)
+{
+    if (!page)
+        page = (size_t)sysconf(_SC_PAGESIZE);
+    return page;
 }
 
 int mps_native_wanted(void)
@@ -191,8 +198,7 @@ static int rma_forced(void)
 
 int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI_Comm comm)
 {
-    if (!page)
-        page = (size_t)sysconf(_SC_PAGESIZE);
+    mps_nat_page();
     /* both ends must agree: native wanted on both; one node (shared arena) on both, else the
      * RMA path */
     MPI_Comm node;

@@ -190,7 +190,7 @@ int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, M
     if (p->nat && way == MPS_SND) {
         /* in the channel's arena, on pages of their own (the ownership guard protects pages);
          * a pool the arena has no room for sends by message */
-        size_t pg = 4096, st = (p->stride + pg - 1) & ~(pg - 1);
+        size_t pg = mps_nat_page(), st = (p->stride + pg - 1) & ~(pg - 1);
         if (mps_nat_arena_alloc(p->nat, st * p->bufcount, p->bufcount, (void **)&p->mem) == MPS_SUCCESS) {
             p->stride = st;
             p->in_arena = 1;
@@ -199,7 +199,7 @@ int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, M
     if (p->nat && way == MPS_RCV && mps_nat_remote(p->nat)) {
         /* RMA path: the buffers it reads hand-offs into, in the registered arena; a pool the
          * arena has no room for receives by message only */
-        size_t pg = 4096, st = (p->stride + pg - 1) & ~(pg - 1);
+        size_t pg = mps_nat_page(), st = (p->stride + pg - 1) & ~(pg - 1);
         if (mps_nat_arena_alloc(p->nat, st * p->bufcount, p->bufcount, (void **)&p->dep) == MPS_SUCCESS)
             p->stride = st;
         else

@@ -127,6 +127,10 @@ void mps_nat_arena_free(struct mps_nat_chan *nc, void *mem);
 int mps_nat_handoff(MPS_pool_t p, int i, int bytes, int tag, int *done);
 /* the channel uses the RMA path (ends on different nodes, or MPS_RMA=1) */
 int mps_nat_remote(const struct mps_nat_chan *nc);
+/* a pool send of this channel went by message / a receive pool handed one out (order, see
+ * native.c) */
+void mps_nat_msg_sent(struct mps_nat_chan *nc);
+void mps_nat_msg_taken(struct mps_nat_chan *nc);
 /* send pools: buffers the other end gave back become free */
 void mps_nat_progress_returns(mps_state *s, struct mps_nat_chan *nc);
 /* receive pool: attach (hand-offs come to it) / detach (MPS_ERR_BUSY if some are not taken) */

@@ -18,6 +18,12 @@
  * example; a send when the other end has no receive pool), and pools the arena has no room
  * for. MPS_Pool_counters tells hand-offs from copied bytes.
  *
+ * Order: a send pool's messages arrive in order on both paths, and across a switch between
+ * them: a send by message (no receive pool at the other end yet, or a pool the arena had no
+ * room for) puts the channel in message mode, and hand-offs resume only once the receiver's
+ * pools have handed out as many messages as were sent (msgs_taken); a receive pool cannot
+ * finalize with hand-offs not taken, so the other switch keeps order by itself.
+ *
  * Rings are single producer/single consumer over C11 atomics in the shared window; MPI's
  * unified memory model (checked: MPI_WIN_MODEL) makes the stores visible to the other
  * process. Whether the receiver takes hand-offs and the inbox tail are one word, so a
@@ -57,6 +63,8 @@ struct nat_ctl {
     _Alignas(64) _Atomic uint64_t in_head;     /* inbox head (owner) */
     _Alignas(64) _Atomic uint64_t ret_tail;    /* return ring tail (other end) */
     _Alignas(64) _Atomic uint64_t ret_head;    /* return ring head (owner) */
+    _Alignas(64) _Atomic uint64_t msgs_taken;  /* pool messages (not hand-offs) the owner's
+                                                  receive pools handed out (owner) */
     /* RMA path: the owner's own counters (the other end never reads them) */
     _Alignas(64) uint64_t in_head_local;       /* inbox head */
     uint64_t ret_out;                          /* tail of the other end's return ring */
@@ -78,6 +86,10 @@ struct mps_nat_chan {
     int guard;
     int remote;                     /* RMA path: no shared mapping, MPI RMA into the window */
     int rank, prank;                /* in the channel's communicator */
+    /* order: once a pool send went by message, hand-offs wait until the receiver has taken
+     * every such message (the two paths would not keep MPI's order with each other) */
+    uint64_t msgs_sent;
+    int msg_mode;
     int nbufs;                      /* arena buffers in use (<= NAT_RING) */
     int nalloc;
     struct { size_t off, len; int nbufs; } alloc[NAT_MAX_ALLOCS];
@@ -452,9 +464,44 @@ static int r_handoff(MPS_pool_t p, struct nat_desc *d, int *done)
 
 /* ---- sending: lend a buffer ---- */
 
+/* may this channel hand off now (else the caller sends by message, and counts it) */
+static int handoff_ok(struct mps_nat_chan *nc)
+{
+    if (!nc->msg_mode)
+        return 1;
+    uint64_t taken = nc->remote ? r_fetch(nc, nc->prank, (MPI_Aint)offsetof(struct nat_ctl, msgs_taken))
+                                : atomic_load_explicit(&nc->peer->msgs_taken, memory_order_acquire);
+    if (taken < nc->msgs_sent)
+        return 0;
+    nc->msg_mode = 0;
+    return 1;
+}
+
+void mps_nat_msg_sent(struct mps_nat_chan *nc)
+{
+    nc->msg_mode = 1;
+    nc->msgs_sent++;
+}
+
+void mps_nat_msg_taken(struct mps_nat_chan *nc)
+{
+    if (nc->remote) {
+        uint64_t one = 1, old;
+        MPI_Fetch_and_op(&one, &old, MPI_UINT64_T, nc->rank,
+                         (MPI_Aint)(offsetof(struct nat_ctl, msgs_taken) + nc->moff), MPI_SUM, nc->win);
+        MPI_Win_flush(nc->rank, nc->win);
+    } else {
+        atomic_fetch_add_explicit(&nc->mine->msgs_taken, 1, memory_order_release);
+    }
+}
+
 int mps_nat_handoff(MPS_pool_t p, int i, int bytes, int tag, int *done)
 {
     struct mps_nat_chan *nc = p->nat;
+    if (!handoff_ok(nc)) {
+        *done = 0;
+        return MPS_SUCCESS;
+    }
     struct nat_ctl *c = nc->peer;
     char *buf = p->mem + p->stride * i;
     struct nat_desc d = {.off = (uint64_t)(buf - nc->data), .len = (uint32_t)p->stride, .bytes = bytes, .tag = tag};

@@ -280,6 +280,8 @@ static int try_take(mps_state *s, MPS_pool_t p, void **buf)
         return MPS_EEMPTY;
     p->bufs[i].state = MPS_BUF_APP;
     *buf = p->mem + p->stride * i;
+    if (p->way == MPS_RCV && p->nat)
+        mps_nat_msg_taken(p->nat);
     return MPS_SUCCESS;
 }
 
@@ -407,6 +409,8 @@ int MPS_Buf_send(MPS_pool_t pool, void *buffer, int bytes, int tag)
         return rc;
     p->bufs[i].state = MPS_BUF_INFLIGHT;
     p->copied += bytes;     /* the MPI library moves the bytes */
+    if (p->nat)
+        mps_nat_msg_sent(p->nat);
     return MPS_SUCCESS;
 }
 

@@ -590,6 +590,58 @@ static void t_zerocopy(void)
     printf("%s: zerocopy ok\n", me);
 }
 
+/* order across the two paths (native): a send made before the receive pool exists goes by
+ * message; later sends wait in message mode until it is taken, then hand-offs resume */
+static void t_order(void)
+{
+    MPI_Comm c = channel("b", NULL);
+    MPS_pool_t p;
+    int bs = 0, bc = 0;
+    long long h, cp;
+    void *x;
+    CHECK(native(), "back end %s: order across paths is the native back end's", MPS_Backend_name());
+    if (wrank == 0) {
+        EXPECT(MPS_Buf_pool_init(c, MPS_SND, &bs, &bc, &p), MPS_SUCCESS);
+        EXPECT(MPS_Buf_get(p, &x), MPS_SUCCESS);
+        fill(x, 64, 1);
+        EXPECT(MPS_Buf_send(p, x, 64, 1), MPS_SUCCESS);    /* no receive pool yet: a message */
+        ctl_send();
+        ctl_recv();     /* now there is one, but message 1 is not taken */
+        EXPECT(MPS_Buf_get(p, &x), MPS_SUCCESS);
+        fill(x, 64, 2);
+        EXPECT(MPS_Buf_send(p, x, 64, 2), MPS_SUCCESS);
+        EXPECT(MPS_Pool_counters(p, &h, &cp), MPS_SUCCESS);
+        CHECK(h == 0 && cp == 128, "%lld hand-offs, %lld bytes by message (expected 0, 128)", h, cp);
+        ctl_send();
+        ctl_recv();     /* both taken: hand-offs again */
+        EXPECT(MPS_Buf_get(p, &x), MPS_SUCCESS);
+        fill(x, 64, 3);
+        EXPECT(MPS_Buf_send(p, x, 64, 3), MPS_SUCCESS);
+        EXPECT(MPS_Pool_counters(p, &h, &cp), MPS_SUCCESS);
+        CHECK(h == 1 && cp == 128, "%lld hand-offs, %lld bytes by message (expected 1, 128)", h, cp);
+        finalize_send_pool(p);
+    } else {
+        ctl_recv();     /* message 1 is on its way */
+        EXPECT(MPS_Buf_pool_init(c, MPS_RCV, &bs, &bc, &p), MPS_SUCCESS);
+        ctl_send();
+        ctl_recv();
+        for (int i = 1; i <= 3; i++) {
+            int bytes, tag;
+            if (i == 3)
+                ctl_send();
+            EXPECT(MPS_Buf_get(p, &x), MPS_SUCCESS);
+            EXPECT(MPS_Buf_received(p, x, &bytes, &tag), MPS_SUCCESS);
+            CHECK(tag == i && bytes == 64, "message %d of 3 has tag %d (%d bytes): out of order", i, tag, bytes);
+            check_fill(x, 64, i);
+            EXPECT(MPS_Buf_release(p, x), MPS_SUCCESS);
+        }
+        EXPECT(MPS_Pool_counters(p, &h, &cp), MPS_SUCCESS);
+        CHECK(h == 1 && cp == 128, "receive pool: %lld hand-offs, %lld bytes by message (expected 1, 128)", h, cp);
+        EXPECT(MPS_Buf_pool_finalize(p), MPS_SUCCESS);
+    }
+    printf("%s: order ok\n", me);
+}
+
 /* a child of this process touches `buf`: it must die of SIGSEGV (the guard) */
 static void expect_fault(volatile int *buf, int write, const char *what)
 {
@@ -681,8 +733,10 @@ int main(int argc, char **argv)
         t_zerocopy();
     else if (!strcmp(t, "guard"))
         t_guard();
+    else if (!strcmp(t, "order"))
+        t_order();
     else
-        CHECK(0, "usage: mps_tests names|exhaust|timeout|select|misuse|zerocopy|guard|topology-error WANT");
+        CHECK(0, "usage: mps_tests names|exhaust|timeout|select|misuse|zerocopy|guard|order|topology-error WANT");
     MPI_Finalize();
     return 0;
 }

@@ -78,7 +78,8 @@ int MPS_Process_get_rank(const char *name, int *rank);
  * lands directly in them: MPS_Buf_get hands the next filled buffer (in arrival order) to the
  * application, MPS_Buf_release gives it back to the I/O system (the receive is posted again).
  * While a receive pool lives, it takes every message the other end sends on that
- * communicator. */
+ * communicator. Native back end: it also takes the other end's pool sends as hand-offs (one
+ * node: MPS_Buf_get returns the sender's buffer itself), at most bufcount buffers held. */
 int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, MPS_pool_t *pool);
 /* blocking: waits for a free (send) or filled (receive) buffer; MPS_ERR_BUSY at once when the
  * application holds every buffer of the pool (nothing could ever free one) */
@@ -90,7 +91,11 @@ int MPS_Buf_get_timeout(MPS_pool_t pool, void **p_buffer, double seconds);
 /* gives the buffer back to the I/O system (compulsory after each use) */
 int MPS_Buf_release(MPS_pool_t pool, void *buffer);
 /* send pool: sends `bytes` of the buffer to the other end with `tag` and gives the buffer to
- * the I/O system at once (no wait): it returns to the pool when the send completes. */
+ * the I/O system at once (no wait): it returns to the pool when the send completes — EMPS:
+ * when MPI completes it; native, one node: when the receiver releases it (it reads this very
+ * buffer: the two ends share the sender's buffers); native, between nodes: when the receiver
+ * has read it into its own buffer. The application must not touch it meanwhile
+ * (MPS_GUARD=1 makes that fault on one node). */
 int MPS_Buf_send(MPS_pool_t pool, void *buffer, int bytes, int tag);
 /* receive pool, a buffer the application holds: bytes received and the message's tag */
 int MPS_Buf_received(MPS_pool_t pool, const void *buffer, int *bytes, int *tag);

@@ -71,8 +71,12 @@ const char *MPS_Error_string(int code)
 
 const char *MPS_Backend_name(void)
 {
-    /* the only back end so far; a native one would be chosen in mps_get_state */
-    return mps_emps_backend.name;
+    if (loaded == 1)
+        return state.be->name;
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    return init && !fin && mps_native_wanted() ? mps_native_backend.name : mps_emps_backend.name;
 }
 
 /* MPI_Finalize deletes MPI_COMM_SELF's attributes first, with MPI still usable: pools the
@@ -81,6 +85,7 @@ static int self_delete(MPI_Comm comm, int keyval, void *val, void *extra)
 {
     (void)comm, (void)val, (void)extra;
     mps_pools_free_all(&state);
+    mps_nat_free_all();     /* after the pools: collective over each channel's ends */
     mps_topo_free(&state.topo);
     MPI_Comm_free_keyval(&state.comm_keyval);
     MPI_Comm_free_keyval(&keyval);
@@ -113,9 +118,12 @@ mps_state *mps_get_state(int *rc)
         *rc = mps_error(MPS_ERR_MPI, "MPS is used between MPI_Init and MPI_Finalize");
         return NULL;
     }
-    const char *path = getenv("MPS_TOPOLOGY");
+    const char *path = getenv("MPS_TOPOLOGY"), *be = getenv("MPS_BACKEND");
     char err[sizeof(load_detail)];
-    if (!path || !*path) {
+    if (be && *be && strcmp(be, "emps") && strcmp(be, "native")) {
+        snprintf(err, sizeof(err), "MPS_BACKEND=%.64s: neither emps nor native", be);
+        load_rc = MPS_ERR_ARG;
+    } else if (!path || !*path) {
         snprintf(err, sizeof(err), "MPS_TOPOLOGY is not set: start the program with mpsrun TOPOLOGY -- PROGRAM");
         load_rc = MPS_ERR_TOPOLOGY;
     } else if (mps_topo_load(path, &state.topo, err, sizeof(err))) {
@@ -130,7 +138,8 @@ mps_state *mps_get_state(int *rc)
             mps_topo_free(&state.topo);
         } else {
             int self_key;
-            state.be = &mps_emps_backend;
+            /* native where the library is amlapi (MPS_BACKEND=emps|native forces one) */
+            state.be = mps_native_wanted() ? &mps_native_backend : &mps_emps_backend;
             MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, chan_delete, &state.comm_keyval, NULL);
             MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete, &self_key, NULL);
             MPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL);
@@ -236,6 +245,20 @@ int MPS_Channel_create(const char *chan_name, const char *rendpoint, MPI_Comm *c
     ch->link = li;
     ch->lrank = l->end[0] == me ? 0 : 1;
     ch->rrank = 1 - ch->lrank;
+    /* the native back end's arena, made once per channel (collective over its two ends) */
+    if ((rc = mps_nat_chan_open(s, ch, l, c)) != MPS_SUCCESS) {
+        free(ch);
+        MPI_Comm_free(&c);
+        return rc;
+    }
+    if (!ch->nat && s->be == &mps_native_backend && !strcmp(l->medium, "shm")) {
+        /* shm promises zero copy; the host check above passed, so the window was refused */
+        free(ch);
+        MPI_Comm_free(&c);
+        return mps_error(MPS_ERR_MEDIUM, "MPS_Channel_create: link '%s' (%s:%d): medium shm, but no shared-memory "
+                         "arena could be made between its ends (%s)", l->name, t->file, l->line,
+                         *mps_nat_refusal() ? mps_nat_refusal() : "the other end refused it");
+    }
     MPI_Comm_set_attr(c, s->comm_keyval, ch);
     *comm = c;
     *lrank = ch->lrank;

@@ -6,8 +6,11 @@
  * channels. Every function returns MPS_SUCCESS or an MPS_ERR_* code; MPS_Error_detail() says
  * what was wrong (names the link, buffer or file:line). Misuse never changes a pool's state.
  *
- * Back ends (one API): EMPS, portable over any MPI (standard calls only); the native amlapi
- * back end is not written yet (MPS_Backend_name() says which one runs).
+ * Back ends (one API, MPS_Backend_name() says which one runs): native where the MPI library
+ * is amlapi — channels between processes of one node share an arena (an MPI-3 shared-memory
+ * window) and MPS_Buf_send lends the buffer itself: the receiver reads the sender's bytes in
+ * place and its MPS_Buf_release gives the buffer back (no copy, no message); EMPS everywhere
+ * else, portable over any MPI (standard calls only). MPS_BACKEND=emps|native forces one.
  */
 #ifndef MPS_H_INCLUDED
 #define MPS_H_INCLUDED
@@ -75,7 +78,8 @@ int MPS_Process_get_rank(const char *name, int *rank);
  * lands directly in them: MPS_Buf_get hands the next filled buffer (in arrival order) to the
  * application, MPS_Buf_release gives it back to the I/O system (the receive is posted again).
  * While a receive pool lives, it takes every message the other end sends on that
- * communicator. */
+ * communicator. Native back end: it also takes the other end's pool sends as hand-offs (one
+ * node: MPS_Buf_get returns the sender's buffer itself), at most bufcount buffers held. */
 int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, MPS_pool_t *pool);
 /* blocking: waits for a free (send) or filled (receive) buffer; MPS_ERR_BUSY at once when the
  * application holds every buffer of the pool (nothing could ever free one) */
@@ -87,7 +91,11 @@ int MPS_Buf_get_timeout(MPS_pool_t pool, void **p_buffer, double seconds);
 /* gives the buffer back to the I/O system (compulsory after each use) */
 int MPS_Buf_release(MPS_pool_t pool, void *buffer);
 /* send pool: sends `bytes` of the buffer to the other end with `tag` and gives the buffer to
- * the I/O system at once (no wait): it returns to the pool when the send completes. */
+ * the I/O system at once (no wait): it returns to the pool when the send completes — EMPS:
+ * when MPI completes it; native, one node: when the receiver releases it (it reads this very
+ * buffer: the two ends share the sender's buffers); native, between nodes: when the receiver
+ * has read it into its own buffer. The application must not touch it meanwhile
+ * (MPS_GUARD=1 makes that fault on one node). */
 int MPS_Buf_send(MPS_pool_t pool, void *buffer, int bytes, int tag);
 /* receive pool, a buffer the application holds: bytes received and the message's tag */
 int MPS_Buf_received(MPS_pool_t pool, const void *buffer, int *bytes, int *tag);
@@ -95,6 +103,10 @@ int MPS_Buf_received(MPS_pool_t pool, const void *buffer, int *bytes, int *tag);
  * holds any of them or (receive pool) received data was not taken. Sends in flight by
  * MPS_Buf_send are waited for. */
 int MPS_Buf_pool_finalize(MPS_pool_t pool);
+/* what the pool moved so far: buffers handed over without a copy (native back end: lent by a
+ * send pool / borrowed by a receive pool), and bytes that went through the MPI library
+ * (copied by it: every EMPS transfer; on the native back end, messages that were no hand-off) */
+int MPS_Pool_counters(MPS_pool_t pool, long long *handoffs, long long *bytes_copied);
 /* poster spelling used in its example */
 #define MPS_buf_pool_init MPS_Buf_pool_init
 
@@ -114,7 +126,7 @@ int MPS_Select(int count, const MPI_Comm comms[], double seconds, int *index);
 const char *MPS_Error_string(int code);
 /* what the last failing call of this thread found wrong, with names */
 const char *MPS_Error_detail(void);
-/* "emps" (or the native back end's name once it exists) */
+/* "native" or "emps" */
 const char *MPS_Backend_name(void);
 
 #if defined(MPS_EXPORT) && defined(__GNUC__)

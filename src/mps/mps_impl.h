@@ -23,11 +23,23 @@ struct mps_buf {
     int bytes, tag;     /* receive pool: of the message that filled it */
 };
 
+struct mps_nat_chan;
+
 typedef struct mps_channel {
     int link;           /* index in the topology */
     int lrank, rrank;
     MPS_pool_t rcv_pool;    /* the receive pool that takes this channel's messages, if any */
+    struct mps_nat_chan *nat;   /* native back end: the channel's shared arena (NULL: EMPS) */
 } mps_channel;
+
+/* native receive pool: a buffer of the other end's send pool lent to this pool (zero copy) */
+struct mps_loan {
+    int held;           /* the application holds it */
+    unsigned long long off;     /* in the other end's arena */
+    unsigned len;               /* its stride */
+    int bytes, tag;
+    int lost;           /* RMA path: bytes of a message larger than the buffer, not read */
+};
 
 #define MPS_POOL_MAGIC 0x4d50534cu
 
@@ -42,7 +54,12 @@ struct MPS_pool {
     char *mem;
     struct mps_buf *bufs;
     long next_seq;
-    void *be;                   /* back end's own per-pool data */
+    /* native back end (NULL/0 under EMPS) */
+    struct mps_nat_chan *nat;   /* the channel's arena, kept when the communicator is freed */
+    int in_arena;               /* send pool: buffers in the arena (hand-off possible) */
+    struct mps_loan *loans;     /* receive pool: bufcount slots for lent buffers */
+    char *dep;                  /* receive pool, RMA path: the buffers it reads hand-offs into */
+    long long handoffs, copied; /* MPS_Pool_counters */
 };
 
 /* What a back end provides. EMPS (emps.c) implements it with standard MPI calls only; a
@@ -65,6 +82,7 @@ typedef struct mps_backend {
 } mps_backend;
 
 extern const mps_backend mps_emps_backend;
+extern const mps_backend mps_native_backend;
 
 /* library state, loaded on the first call after MPI_Init */
 typedef struct {
@@ -88,5 +106,44 @@ int mps_pool_has_data(MPS_pool_t p);
 void mps_pools_free_all(mps_state *s);
 /* let other processes on the same cores run while polling */
 void mps_relax(void);
+
+/* ---- native back end (native.c): channels between processes of one node share an arena
+ * (an MPI-3 shared-memory window: on amlapi, memory in the node's shared segment) ---- */
+/* is the MPI library amlapi (and is the native back end wanted: MPS_BACKEND) */
+int mps_native_wanted(void);
+/* collective over the channel's two ends: makes ch->nat, or leaves it NULL (messages) */
+int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI_Comm comm);
+/* why the last mps_nat_chan_open made no arena on this end ("" if it did, or the other end
+ * refused) */
+const char *mps_nat_refusal(void);
+/* arena buffers start on pages of their own (the guard protects pages) */
+size_t mps_nat_page(void);
+/* at MPI_Finalize: every arena, in an order both ends agree on */
+void mps_nat_free_all(void);
+int mps_nat_arena_alloc(struct mps_nat_chan *nc, size_t bytes, int nbufs, void **mem);
+void mps_nat_arena_free(struct mps_nat_chan *nc, void *mem);
+/* send pool, buffer i: lend it to the other end's receive pool; *done = 0 when that end has
+ * no receive pool taking hand-offs (the caller sends by message then) */
+int mps_nat_handoff(MPS_pool_t p, int i, int bytes, int tag, int *done);
+/* the channel uses the RMA path (ends on different nodes, or MPS_RMA=1) */
+int mps_nat_remote(const struct mps_nat_chan *nc);
+/* a pool send of this channel went by message / a receive pool handed one out (order, see
+ * native.c) */
+void mps_nat_msg_sent(struct mps_nat_chan *nc);
+void mps_nat_msg_taken(struct mps_nat_chan *nc);
+/* send pools: buffers the other end gave back become free */
+void mps_nat_progress_returns(mps_state *s, struct mps_nat_chan *nc);
+/* receive pool: attach (hand-offs come to it) / detach (MPS_ERR_BUSY if some are not taken) */
+int mps_nat_attach(MPS_pool_t p);
+int mps_nat_detach(MPS_pool_t p);
+/* receive pool: hand-offs waiting */
+int mps_nat_pending(MPS_pool_t p);
+/* receive pool: take the next hand-off; returns its loan slot */
+int mps_nat_take(MPS_pool_t p);
+/* receive pool: give loan slot k back to its send pool */
+void mps_nat_giveback(MPS_pool_t p, int k);
+void *mps_nat_loan_ptr(MPS_pool_t p, int k);
+/* receive pool: is `a` inside the other end's arena (a lent buffer of this pool's channel) */
+int mps_nat_in_peer(MPS_pool_t p, const void *a);
 
 #endif

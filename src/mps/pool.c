@@ -27,6 +27,30 @@ static int buf_index(mps_state *s, MPS_pool_t p, const void *buf, const char *fn
 {
     uintptr_t a = (uintptr_t)buf;
     for (MPS_pool_t q = s->pools; q; q = q->next) {
+        if (mps_nat_in_peer(q, buf)) {
+            /* in the other end's arena: a buffer lent to q (native receive pool) */
+            if (q != p) {
+                *rc = mps_error(MPS_ERR_BUF_FOREIGN, "%s: %p is a buffer lent to another pool (receive, link '%s'), "
+                                "not to this one (%s, link '%s')", fn, buf, link_of(q, s),
+                                p->way == MPS_SND ? "send" : "receive", link_of(p, s));
+                return -1;
+            }
+            for (int k = 0; k < p->bufcount; k++) {
+                char *lo = mps_nat_loan_ptr(p, k);
+                if (!p->loans[k].held || (const char *)buf < lo || (const char *)buf >= lo + p->loans[k].len)
+                    continue;
+                if (buf != lo) {
+                    *rc = mps_error(MPS_ERR_BUF_UNKNOWN, "%s: %p points inside a buffer lent to the pool of link "
+                                    "'%s', not at its start", fn, buf, link_of(p, s));
+                    return -1;
+                }
+                return p->bufcount + k;     /* loan k */
+            }
+            /* not held: given back already (or never got) */
+            *rc = mps_error(MPS_ERR_BUF_NOT_OWNED, "%s: %p is a buffer of the other end of link '%s' that the "
+                            "application does not hold (released twice, or never got)", fn, buf, link_of(p, s));
+            return -1;
+        }
         uintptr_t lo = (uintptr_t)q->mem, hi = lo + q->stride * q->bufcount;
         if (a < lo || a >= hi)
             continue;
@@ -54,14 +78,18 @@ int mps_pool_progress(MPS_pool_t p)
     int rc;
     if (!(s = mps_get_state(&rc)))
         return rc;
+    if (p->in_arena)
+        mps_nat_progress_returns(s, p->nat);
     for (int i = 0; i < p->bufcount; i++) {
-        if (p->bufs[i].state != MPS_BUF_INFLIGHT)
+        if (p->bufs[i].state != MPS_BUF_INFLIGHT || p->bufs[i].req == MPI_REQUEST_NULL)
             continue;
         int done = 0;
         if ((rc = s->be->test(p, i, &done)) != MPS_SUCCESS)
             return rc;
         if (done)
             p->bufs[i].state = p->way == MPS_SND ? MPS_BUF_FREE : MPS_BUF_READY;
+        if (done && p->way == MPS_RCV)
+            p->copied += p->bufs[i].bytes;  /* through MPI, into this pool's own buffer */
     }
     return MPS_SUCCESS;
 }
@@ -81,6 +109,8 @@ static int next_in_order(MPS_pool_t p)
 
 int mps_pool_has_data(MPS_pool_t p)
 {
+    if (p->loans && mps_nat_pending(p))
+        return 1;
     int i = next_in_order(p);
     return i >= 0 && p->bufs[i].state == MPS_BUF_READY;
 }
@@ -103,9 +133,14 @@ static void pool_free(mps_state *s, MPS_pool_t p)
         }
     if (p->chan && p->chan->rcv_pool == p)
         p->chan->rcv_pool = NULL;
-    if (p->mem)
+    if (p->dep)
+        mps_nat_arena_free(p->nat, p->dep);
+    if (p->mem && p->in_arena)
+        mps_nat_arena_free(p->nat, p->mem);
+    else if (p->mem)
         s->be->mem_free(p, p->mem);
     p->magic = 0;
+    free(p->loans);
     free(p->bufs);
     free(p);
 }
@@ -149,10 +184,39 @@ int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, M
         p->bufs[i].req = MPI_REQUEST_NULL;
         p->bufs[i].state = MPS_BUF_FREE;
     }
+    p->nat = ch->nat;
     p->next = s->pools;
     s->pools = p;
-    if ((rc = s->be->mem_alloc(p, p->stride * p->bufcount, (void **)&p->mem)) != MPS_SUCCESS) {
+    if (p->nat && way == MPS_SND) {
+        /* in the channel's arena, on pages of their own (the ownership guard protects pages);
+         * a pool the arena has no room for sends by message */
+        size_t pg = mps_nat_page(), st = (p->stride + pg - 1) & ~(pg - 1);
+        if (mps_nat_arena_alloc(p->nat, st * p->bufcount, p->bufcount, (void **)&p->mem) == MPS_SUCCESS) {
+            p->stride = st;
+            p->in_arena = 1;
+        }
+    }
+    if (p->nat && way == MPS_RCV && mps_nat_remote(p->nat)) {
+        /* RMA path: the buffers it reads hand-offs into, in the registered arena; a pool the
+         * arena has no room for receives by message only */
+        size_t pg = mps_nat_page(), st = (p->stride + pg - 1) & ~(pg - 1);
+        if (mps_nat_arena_alloc(p->nat, st * p->bufcount, p->bufcount, (void **)&p->dep) == MPS_SUCCESS)
+            p->stride = st;
+        else
+            p->dep = NULL;
+    }
+    if (p->nat && way == MPS_RCV && (!mps_nat_remote(p->nat) || p->dep) &&
+        !(p->loans = calloc(count, sizeof(*p->loans)))) {
+        pool_free(s, p);
+        return mps_error(MPS_ERR_NOMEM, "MPS_Buf_pool_init: out of memory");
+    }
+    if (!p->in_arena && (rc = s->be->mem_alloc(p, p->stride * p->bufcount, (void **)&p->mem)) != MPS_SUCCESS) {
         p->mem = NULL;
+        pool_free(s, p);
+        return rc;
+    }
+    /* hand-offs of the other end's send pools come here */
+    if (p->loans && (rc = mps_nat_attach(p)) != MPS_SUCCESS) {
         pool_free(s, p);
         return rc;
     }
@@ -174,8 +238,17 @@ int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, M
     return MPS_SUCCESS;
 }
 
+/* buffers the application holds: its pool's own and (native receive pool) lent ones */
+static int held(MPS_pool_t p)
+{
+    int n = 0;
+    for (int i = 0; i < p->bufcount; i++)
+        n += (p->bufs[i].state == MPS_BUF_APP) + (p->loans && p->loans[i].held);
+    return n;
+}
+
 /* one attempt: MPS_SUCCESS with a buffer, or MPS_EEMPTY */
-static int try_take(MPS_pool_t p, void **buf)
+static int try_take(mps_state *s, MPS_pool_t p, void **buf)
 {
     int rc = mps_pool_progress(p);
     if (rc != MPS_SUCCESS)
@@ -186,6 +259,19 @@ static int try_take(MPS_pool_t p, void **buf)
             if (p->bufs[j].state == MPS_BUF_FREE)
                 i = j;
     } else {
+        /* the application holds at most bufcount buffers, lent or its pool's own */
+        if (held(p) >= p->bufcount)
+            return MPS_EEMPTY;
+        if (p->loans && mps_nat_pending(p)) {
+            int k = mps_nat_take(p);
+            *buf = mps_nat_loan_ptr(p, k);
+            if (p->loans[k].lost)
+                return mps_error(MPS_ERR_TRUNCATE, "MPS_Buf_get: link '%s': a message %d bytes larger than the "
+                                 "pool's %d-byte buffers; the buffer holds its first %d bytes (release it)",
+                                 link_of(p, s), p->loans[k].lost, p->bufsize, p->bufsize);
+            return MPS_SUCCESS;
+            return MPS_SUCCESS;
+        }
         i = next_in_order(p);
         if (i >= 0 && p->bufs[i].state != MPS_BUF_READY)
             i = -1;
@@ -194,6 +280,8 @@ static int try_take(MPS_pool_t p, void **buf)
         return MPS_EEMPTY;
     p->bufs[i].state = MPS_BUF_APP;
     *buf = p->mem + p->stride * i;
+    if (p->way == MPS_RCV && p->nat)
+        mps_nat_msg_taken(p->nat);
     return MPS_SUCCESS;
 }
 
@@ -211,18 +299,16 @@ static int get(MPS_pool_t pool, void **buf, double seconds, const char *fn)
         return mps_error(MPS_ERR_ARG, "%s: p_buffer is NULL", fn);
     double deadline = seconds >= 0 ? MPI_Wtime() + seconds : 0;
     for (;;) {
-        rc = try_take(p, buf);
+        rc = try_take(s, p, buf);
         if (rc != MPS_EEMPTY)
             return rc;
         if (seconds != 0) {
             /* with every buffer in the application's hands nothing can free one: waiting
              * would never end (single-threaded use; see mps.h) */
-            int held = 0;
-            for (int i = 0; i < p->bufcount; i++)
-                held += p->bufs[i].state == MPS_BUF_APP;
-            if (held == p->bufcount)
+            int h = held(p);
+            if (h >= p->bufcount)
                 return mps_error(MPS_ERR_BUSY, "%s: the application holds all %d buffers of the pool of link '%s': "
-                                 "release one first (waiting would never end)", fn, held, link_of(p, s));
+                                 "release one first (waiting would never end)", fn, h, link_of(p, s));
         }
         if (seconds == 0)
             return mps_error(MPS_EEMPTY, "%s: every buffer of the pool of link '%s' is %s", fn, link_of(p, s),
@@ -261,6 +347,10 @@ static int owned(mps_state *s, MPS_pool_t *pp, MPS_pool_t pool, const void *buf,
     int i = buf_index(s, p, buf, fn, rc);
     if (i < 0)
         return -1;
+    if (i >= p->bufcount) {         /* a lent buffer the application holds */
+        *pp = p;
+        return i;
+    }
     if (p->bufs[i].state != MPS_BUF_APP) {
         *rc = mps_error(MPS_ERR_BUF_NOT_OWNED, "%s: buffer %d (%p) of the pool of link '%s' belongs to the I/O "
                         "system, not to the application (released twice, or never got)", fn, i, buf, link_of(p, s));
@@ -279,6 +369,10 @@ int MPS_Buf_release(MPS_pool_t pool, void *buffer)
         return rc;
     if ((i = owned(s, &p, pool, buffer, "MPS_Buf_release", &rc)) < 0)
         return rc;
+    if (i >= p->bufcount) {         /* back to the other end's send pool: nothing was copied */
+        mps_nat_giveback(p, i - p->bufcount);
+        return MPS_SUCCESS;
+    }
     if (p->way == MPS_SND) {
         p->bufs[i].state = MPS_BUF_FREE;
         return MPS_SUCCESS;
@@ -300,9 +394,23 @@ int MPS_Buf_send(MPS_pool_t pool, void *buffer, int bytes, int tag)
     if (bytes < 0 || bytes > p->bufsize)
         return mps_error(MPS_ERR_ARG, "MPS_Buf_send: %d bytes, but the buffers of link '%s' hold %d", bytes,
                          link_of(p, s), p->bufsize);
+    if (p->in_arena) {
+        /* lent to the other end's receive pool, back when it releases it */
+        int done = 0;
+        if ((rc = mps_nat_handoff(p, i, bytes, tag, &done)) != MPS_SUCCESS)
+            return rc;
+        if (done) {
+            p->bufs[i].req = MPI_REQUEST_NULL;
+            p->bufs[i].state = MPS_BUF_INFLIGHT;
+            return MPS_SUCCESS;
+        }
+    }
     if ((rc = s->be->start_send(p, i, bytes, tag)) != MPS_SUCCESS)
         return rc;
     p->bufs[i].state = MPS_BUF_INFLIGHT;
+    p->copied += bytes;     /* the MPI library moves the bytes */
+    if (p->nat)
+        mps_nat_msg_sent(p->nat);
     return MPS_SUCCESS;
 }
 
@@ -317,6 +425,13 @@ int MPS_Buf_received(MPS_pool_t pool, const void *buffer, int *bytes, int *tag)
         return rc;
     if (p->way != MPS_RCV)
         return mps_error(MPS_ERR_ARG, "MPS_Buf_received: the pool of link '%s' is a send pool", link_of(p, s));
+    if (i >= p->bufcount) {
+        if (bytes)
+            *bytes = p->loans[i - p->bufcount].bytes;
+        if (tag)
+            *tag = p->loans[i - p->bufcount].tag;
+        return MPS_SUCCESS;
+    }
     if (bytes)
         *bytes = p->bufs[i].bytes;
     if (tag)
@@ -335,9 +450,8 @@ int MPS_Buf_pool_finalize(MPS_pool_t pool)
         return rc;
     if ((rc = mps_pool_progress(p)) != MPS_SUCCESS)
         return rc;
-    int app = 0, inflight = 0, ready = 0;
+    int app = held(p), inflight = 0, ready = p->loans ? mps_nat_pending(p) : 0;
     for (int i = 0; i < p->bufcount; i++) {
-        app += p->bufs[i].state == MPS_BUF_APP;
         inflight += p->bufs[i].state == MPS_BUF_INFLIGHT;
         ready += p->bufs[i].state == MPS_BUF_READY;
     }
@@ -351,6 +465,11 @@ int MPS_Buf_pool_finalize(MPS_pool_t pool)
         return mps_error(MPS_ERR_BUSY, "MPS_Buf_pool_finalize: %d send(s) of link '%s' still in flight (the "
                          "receiver has not taken them); the pool is unchanged", inflight, link_of(p, s));
     if (p->way == MPS_RCV) {
+        /* no more hand-offs: fails if one was published since the count above */
+        if (p->loans && mps_nat_detach(p) != MPS_SUCCESS)
+            return mps_error(MPS_ERR_BUSY, "MPS_Buf_pool_finalize: a buffer was handed to the pool of link '%s' "
+                             "while finalizing; take it with MPS_Buf_get first (the pool is unchanged)",
+                             link_of(p, s));
         /* the pre-posted receives are the I/O system's own: stop them; one a message reached
          * meanwhile keeps its data, and the pool stays */
         int landed = 0;
@@ -364,6 +483,8 @@ int MPS_Buf_pool_finalize(MPS_pool_t pool)
             landed += !cancelled;
         }
         if (landed) {
+            if (p->loans && (rc = mps_nat_attach(p)) != MPS_SUCCESS)
+                return rc;
             for (int i = 0; i < p->bufcount; i++)
                 if (p->bufs[i].state == MPS_BUF_FREE && (rc = post(s, p, i)) != MPS_SUCCESS)
                     return rc;
@@ -390,4 +511,20 @@ void mps_pools_free_all(mps_state *s)
         }
         pool_free(s, p);
     }
+}
+
+int MPS_Pool_counters(MPS_pool_t pool, long long *handoffs, long long *bytes_copied)
+{
+    mps_state *s;
+    int rc;
+    if (!(s = mps_get_state(&rc)))
+        return rc;
+    MPS_pool_t p = live_pool(s, pool, "MPS_Pool_counters", &rc);
+    if (!p)
+        return rc;
+    if (handoffs)
+        *handoffs = p->handoffs;
+    if (bytes_copied)
+        *bytes_copied = p->copied;
+    return MPS_SUCCESS;
 }

@@ -4,7 +4,8 @@
  * sub-communicators, with the layouts the executor must handle: contiguous and strided
  * buffers (a root and the others may use different layouts of the same data), MPI_IN_PLACE,
  * uneven and zero allgatherv counts, a non-commutative user operation (rank order matters),
- * sizes from one element to several pipelining chunks.
+ * sizes from one element to several pipelining chunks; and the nonblocking forms, dozens in
+ * flight at once, their datatype and op freed before the wait.
  *
  * Which path ran is asserted with the pvar amlapi_coll_torus_runs: with
  * MPIR_CVAR_AMLAPI_COLL_TORUS=on (or a described torus of more than one node under auto) the
@@ -276,11 +277,112 @@ static void t_gather(MPI_Comm comm, const char *cn)
     free(dsp);
 }
 
+
+/* Nonblocking forms, many in flight at once (more than the executor's 31 tag blocks), with
+ * derived datatypes and an op freed before the wait: results as the blocking ones. */
+static void t_nbc(MPI_Comm comm, const char *cn, MPI_Op affop, MPI_Datatype afft)
+{
+    int me, P;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &P);
+    enum { NRED = 40, N = 5000 };
+    MPI_Request rq[NRED + 8];
+    MPI_Status st[NRED + 8];
+    int nr = 0;
+    int64_t (*red)[2] = malloc(sizeof(int64_t[2]) * NRED);
+    for (int k = 0; k < NRED; k++) {
+        red[k][0] = val(me, k);
+        MPI_Iallreduce(MPI_IN_PLACE, red[k], 1, MPI_INT64_T, MPI_SUM, comm, &rq[nr++]);
+    }
+    int64_t *b = malloc(sizeof(int64_t) * 2 * N), *s = malloc(sizeof(int64_t) * N * P);
+    int64_t *g = malloc(sizeof(int64_t) * N * P), *a = malloc(sizeof(int64_t) * N * P);
+    int64_t *r = malloc(sizeof(int64_t) * N);
+    for (int i = 0; i < 2 * N; i++)
+        b[i] = me == 0 && i < N ? val(0, i) : -1;
+    MPI_Datatype v;
+    MPI_Type_vector(N, 1, 2, MPI_INT64_T, &v);
+    MPI_Type_commit(&v);
+    if (me == 0)
+        MPI_Ibcast(b, N, MPI_INT64_T, 0, comm, &rq[nr++]);
+    else
+        MPI_Ibcast(b, 1, v, 0, comm, &rq[nr++]);
+    MPI_Type_free(&v);          /* the collective keeps its own reference */
+    for (int i = 0; i < N * P; i++)
+        s[i] = val(me * P + i / N, i % N);
+    MPI_Ialltoall(s, N, MPI_INT64_T, a, N, MPI_INT64_T, comm, &rq[nr++]);
+    MPI_Iallgather(s, N, MPI_INT64_T, g, N, MPI_INT64_T, comm, &rq[nr++]);
+    MPI_Ireduce(s, r, N, MPI_INT64_T, MPI_SUM, P - 1, comm, &rq[nr++]);
+    affine fa = aff(me, 1), fr;
+    MPI_Op op2;
+    MPI_Op_create(compose, 0, &op2);
+    MPI_Iallreduce(&fa, &fr, 1, afft, op2, comm, &rq[nr++]);
+    MPI_Op_free(&op2);
+    MPI_Ibarrier(comm, &rq[nr++]);
+    MPI_Waitall(nr, rq, st);
+    (void) affop;
+    for (int k = 0; k < NRED; k++) {
+        int64_t want = 0;
+        for (int q = 0; q < P; q++)
+            want += val(q, k);
+        if (red[k][0] != want) {
+            ERR("%s iallreduce #%d = %lld, want %lld", cn, k, (long long) red[k][0],
+                (long long) want);
+            break;
+        }
+    }
+    for (int i = 0; i < N; i++)
+        if (b[me ? 2 * i : i] != val(0, i)) {
+            ERR("%s ibcast (strided at non-roots) [%d] = %lld", cn, i,
+                (long long) b[me ? 2 * i : i]);
+            break;
+        }
+    for (int q = 0; q < P; q++)
+        for (int i = 0; i < N; i++) {
+            if (a[q * N + i] != val(q * P + me, i)) {
+                ERR("%s ialltoall block %d [%d] = %lld", cn, q, i, (long long) a[q * N + i]);
+                q = P;
+                break;
+            }
+            if (g[q * N + i] != val(q * P, i)) {
+                ERR("%s iallgather block %d [%d] = %lld", cn, q, i, (long long) g[q * N + i]);
+                q = P;
+                break;
+            }
+        }
+    if (me == P - 1)
+        for (int i = 0; i < N; i++) {
+            int64_t want = 0;
+            for (int q = 0; q < P; q++)
+                want += val(q * P, i);
+            if (r[i] != want) {
+                ERR("%s ireduce [%d] = %lld, want %lld", cn, i, (long long) r[i],
+                    (long long) want);
+                break;
+            }
+        }
+    affine w = aff(P - 1, 1);
+    for (int q = P - 2; q >= 0; q--) {
+        affine f = aff(q, 1);
+        int one = 1;
+        compose(&f, &w, &one, NULL);
+    }
+    if (fr.a != w.a || fr.b != w.b)
+        ERR("%s iallreduce non-commutative = (%lld,%lld), want (%lld,%lld)", cn,
+            (long long) fr.a, (long long) fr.b, (long long) w.a, (long long) w.b);
+    free(red);
+    free(b);
+    free(s);
+    free(g);
+    free(a);
+    free(r);
+}
+
 static void all(MPI_Comm comm, const char *cn, MPI_Op affop, MPI_Datatype afft)
 {
     t_bcast(comm, cn);
     t_reduce(comm, cn, affop, afft);
     t_gather(comm, cn);
+    t_nbc(comm, cn, affop, afft);
 }
 
 int main(int argc, char **argv)

@@ -91,14 +91,21 @@ static unsigned long long pv_runs, pv_bytes;
 
 /* A schedule depends only on its arguments, and making one costs up to 160 us (a 1 MiB bcast
  * of 516 steps at 8 ranks) against 0.3-0.9 us for the small ones: the last few made for a
- * communicator are kept for its repeated calls. */
+ * communicator are kept for its repeated calls. A schedule a nonblocking collective still
+ * runs is busy and stays. */
 #define SCHED_CACHE 8
 typedef struct {
     int coll, root, commutative;
     int64_t count;
     size_t elem_size;
+    int busy;                   /* nonblocking collectives running it */
     ct_sched s;                 /* valid when s.steps */
 } cached_sched;
+
+/* Nonblocking collectives in flight on one communicator each take a block of CT_MAXCHAN tags
+ * of hcoll's range (block 0 is the blocking collectives'), in call order, which every rank
+ * shares; a call that finds its block still in use waits for it. */
+#define NBC_BLOCKS (256 / CT_MAXCHAN - 1)
 
 /* communicators' induced topologies (state 1) or "does not apply" (state -1) */
 typedef struct comm_topo {
@@ -107,6 +114,8 @@ typedef struct comm_topo {
     ct_topo t;
     cached_sched cache[SCHED_CACHE];
     int next;                   /* the slot to reuse next (round robin) */
+    int nbc_next;               /* the tag block the next nonblocking collective takes */
+    char nbc_busy[NBC_BLOCKS];
     UT_hash_handle hh;
 } comm_topo;
 
@@ -119,6 +128,7 @@ static void comm_topo_free(comm_topo * c)
             ct_sched_free(&c->cache[i].s);
     MPL_free(c);
 }
+
 static comm_topo *comm_topos;
 
 int MPIDI_AMLAPI_coll_init(void)
@@ -228,207 +238,384 @@ static comm_topo *topo_of(MPIR_Comm * comm)
     return c->state > 0 ? c : NULL;
 }
 
-/* Runs rank s->rank's schedule: sendbuf/recvbuf hold elements of dtype (contiguous, of size
- * s->elem_size); op for reductions. */
-static int run(const ct_sched * s, MPIR_Comm * comm, const void *sendbuf, void *recvbuf,
-               MPI_Datatype dtype, MPI_Op op, MPIR_Errflag_t * errflag)
-{
-    int mpi_errno = MPI_SUCCESS, n = s->nsteps, nreq = 0, walking = 0;
-    size_t es = s->elem_size;
+/* One collective's run of a schedule, blocking or not: the walk, the messages in flight, and
+ * what to do at the end (unpack a packed receive buffer, free scratch). */
+typedef struct exec {
+    const ct_sched *s;
+    ct_sched own;               /* a schedule made for this run only (not cached) */
+    cached_sched *cached;       /* the cache entry s is, marked busy (nonblocking) */
+    comm_topo *ct;
+    MPIR_Comm *comm;
+    int tag0;                   /* channel c's messages carry tag0 + c */
+    int block;                  /* nonblocking: the tag block taken, else -1 */
+    char *bufs[CT_NBUFS];
+    MPI_Datatype dtype;         /* reductions: the user's element type; else MPI_BYTE */
+    MPI_Op op;
     ct_walk w;
-    char *tmp = NULL;
-    MPIR_Request **reqs = NULL;
-    int *req_step = NULL;
+    int walking;
+    MPIR_Request **reqs;
+    int *req_step, nreq;
+    MPIR_Errflag_t errflag;
+    int err;                    /* nonblocking: failed at its start, not walked */
+    /* at the end: out_p unpacked into (ubuf, ucount, udt) when out_tmp is set */
+    char *out_p;
+    void *out_tmp;
+    MPI_Aint out_bytes;
+    int udt_ref;                /* nonblocking: a reference on udt is held */
+    void *ubuf;
+    MPI_Aint ucount;
+    MPI_Datatype udt;
+    void *tmp[2];               /* more scratch freed at the end */
+    MPIR_Request *req;          /* nonblocking: the user's request */
+    struct exec *next;
+} exec_t;
 
-    if (n == 0)
-        return MPI_SUCCESS;
-    if (s->tmp_elems)
-        tmp = MPL_malloc((size_t) s->tmp_elems * es, MPL_MEM_COLL);
-    reqs = MPL_malloc(sizeof(*reqs) * n, MPL_MEM_COLL);
-    req_step = MPL_malloc(sizeof(int) * n, MPL_MEM_COLL);
-    if ((s->tmp_elems && !tmp) || !reqs || !req_step || ct_walk_init(&w, s) != CT_OK)
-        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**nomem");
-    walking = 1;
-    char *bufs[CT_NBUFS] = { (char *) sendbuf, recvbuf, tmp };
+static exec_t *nbc_active;      /* nonblocking collectives in flight */
+static int nbc_hook = -1;       /* their progress hook */
+
+/* comm's schedule for a collective into e->s (kept in comm's cache), or 0: not applicable,
+ * the caller falls back */
+static int schedule(exec_t * e, int coll, MPIR_Comm * comm, int root, int64_t count,
+                    size_t elem_size, int commutative)
+{
+    comm_topo *c = topo_of(comm);
+    ct_params p = { 0 };
+    if (!c || count <= 0)
+        return 0;
+    e->ct = c;
+    for (int i = 0; i < SCHED_CACHE; i++) {
+        cached_sched *x = &c->cache[i];
+        if (x->s.steps && x->coll == coll && x->root == root && x->count == count &&
+            x->elem_size == elem_size && x->commutative == commutative) {
+            e->s = &x->s;
+            e->cached = x;
+            return 1;
+        }
+    }
+    p.commutative = commutative;
+    cached_sched *x = NULL;
+    for (int i = 0; i < SCHED_CACHE && !x; i++, c->next = (c->next + 1) % SCHED_CACHE)
+        if (!c->cache[c->next].busy)
+            x = &c->cache[c->next];
+    if (!x) {
+        /* every entry runs a nonblocking collective: this run makes its own */
+        if (ct_select(&e->own, coll, &c->t, comm->rank, root, count, elem_size, &p) != CT_OK) {
+            ct_sched_free(&e->own);
+            return 0;
+        }
+        e->s = &e->own;
+        return 1;
+    }
+    if (x->s.steps)
+        ct_sched_free(&x->s);
+    memset(&x->s, 0, sizeof(x->s));
+    if (ct_select(&x->s, coll, &c->t, comm->rank, root, count, elem_size, &p) != CT_OK) {
+        ct_sched_free(&x->s);
+        return 0;
+    }
+    x->coll = coll;
+    x->root = root;
+    x->count = count;
+    x->elem_size = elem_size;
+    x->commutative = commutative;
+    e->s = &x->s;
+    e->cached = x;
+    return 1;
+}
+
+static void exec_init(exec_t * e)
+{
+    memset(e, 0, sizeof(*e));
+    e->block = -1;
+    e->dtype = MPI_BYTE;
+    e->op = MPI_OP_NULL;
+}
+
+static int exec_start(exec_t * e)
+{
+    int mpi_errno = MPI_SUCCESS, n = e->s->nsteps;
+    if (e->s->tmp_elems) {
+        e->bufs[CT_BUF_TMP] = MPL_malloc((size_t) e->s->tmp_elems * e->s->elem_size,
+                                         MPL_MEM_COLL);
+        MPIR_ERR_CHKANDJUMP(!e->bufs[CT_BUF_TMP], mpi_errno, MPI_ERR_OTHER, "**nomem");
+    }
+    e->reqs = MPL_malloc(sizeof(*e->reqs) * (n ? n : 1), MPL_MEM_COLL);
+    e->req_step = MPL_malloc(sizeof(int) * (n ? n : 1), MPL_MEM_COLL);
+    MPIR_ERR_CHKANDJUMP(!e->reqs || !e->req_step || ct_walk_init(&e->w, e->s) != CT_OK,
+                        mpi_errno, MPI_ERR_OTHER, "**nomem");
+    e->walking = 1;
     pv_runs++;
-    while (!ct_walk_finished(&w)) {
+  fn_fail:
+    return mpi_errno;
+}
+
+/* Posts every step that may start and takes every message completed, until neither happens;
+ * *done when the schedule is finished. Never blocks. */
+static int exec_poke(exec_t * e, int *done, int *progress)
+{
+    int mpi_errno = MPI_SUCCESS, changed = 1;
+    const ct_sched *s = e->s;
+    size_t es = s->elem_size;
+    while (changed) {
         int i;
-        while ((i = ct_walk_next(&w)) >= 0) {
+        changed = 0;
+        while ((i = ct_walk_next(&e->w)) >= 0) {
             const ct_step *st = &s->steps[i];
-            char *dst = bufs[st->buf] + (size_t) st->off * es;
+            char *dst = e->bufs[st->buf] + (size_t) st->off * es;
             MPI_Aint bytes = (MPI_Aint) ((size_t) st->len * es);
+            changed = 1;
             if (st->op == CT_SEND) {
-                mpi_errno = MPIC_Isend(dst, bytes, MPI_BYTE, st->peer, CT_TAG(st->chan), comm,
-                                       &reqs[nreq], errflag);
+                mpi_errno = MPIC_Isend(dst, bytes, MPI_BYTE, st->peer, e->tag0 + st->chan,
+                                       e->comm, &e->reqs[e->nreq], &e->errflag);
                 MPIR_ERR_CHECK(mpi_errno);
                 pv_bytes += bytes;
             } else if (st->op == CT_RECV) {
-                mpi_errno = MPIC_Irecv(dst, bytes, MPI_BYTE, st->peer, CT_TAG(st->chan), comm,
-                                       &reqs[nreq]);
+                mpi_errno = MPIC_Irecv(dst, bytes, MPI_BYTE, st->peer, e->tag0 + st->chan,
+                                       e->comm, &e->reqs[e->nreq]);
                 MPIR_ERR_CHECK(mpi_errno);
             }
             if (st->op == CT_SEND || st->op == CT_RECV) {
-                req_step[nreq++] = i;
-                ct_walk_posted(&w, i);
+                e->req_step[e->nreq++] = i;
+                ct_walk_posted(&e->w, i);
                 continue;
             }
-            char *src = bufs[st->sbuf] + (size_t) st->soff * es;
+            char *src = e->bufs[st->sbuf] + (size_t) st->soff * es;
             if (st->op == CT_COPY) {
                 if (src != dst)
                     memmove(dst, src, (size_t) st->len * es);
             } else if (st->op == CT_REDUCE_LEFT) {
-                mpi_errno = MPIR_Reduce_local(src, dst, st->len, dtype, op);
+                mpi_errno = MPIR_Reduce_local(src, dst, st->len, e->dtype, e->op);
             } else {
                 /* dst = dst op src, src being scratch: src = dst op src, then copy */
-                mpi_errno = MPIR_Reduce_local(dst, src, st->len, dtype, op);
+                mpi_errno = MPIR_Reduce_local(dst, src, st->len, e->dtype, e->op);
                 memcpy(dst, src, (size_t) st->len * es);
             }
             MPIR_ERR_CHECK(mpi_errno);
-            ct_walk_done(&w, i);
+            ct_walk_done(&e->w, i);
         }
-        if (ct_walk_finished(&w))
-            break;
-        /* wait until one message completes, making progress (a blocked call: progress
-         * may yield or sleep on an oversubscribed node) */
-        int k;
-        MPID_Progress_state state;
-        MPID_Progress_start(&state);
-        for (;;) {
-            for (k = 0; k < nreq && !MPIR_Request_is_complete(reqs[k]); k++);
-            if (k < nreq)
-                break;
-            mpi_errno = MPID_Progress_wait(&state);
-            if (mpi_errno != MPI_SUCCESS) {
-                MPID_Progress_end(&state);
-                MPIR_ERR_POP(mpi_errno);
+        for (int k = 0; k < e->nreq;) {
+            MPIR_Request *req = e->reqs[k];
+            if (!MPIR_Request_is_complete(req)) {
+                k++;
+                continue;
             }
+            if (req->kind == MPIR_REQUEST_KIND__RECV)
+                MPIR_Process_status(&req->status, &e->errflag);     /* a peer failed */
+            MPIR_Request_free(req);
+            ct_walk_done(&e->w, e->req_step[k]);
+            e->nreq--;
+            e->reqs[k] = e->reqs[e->nreq];
+            e->req_step[k] = e->req_step[e->nreq];
+            changed = 1;
         }
-        MPID_Progress_end(&state);
-        MPIR_Request *req = reqs[k];
-        if (req->kind == MPIR_REQUEST_KIND__RECV)
-            MPIR_Process_status(&req->status, errflag);     /* a peer's failure, in the tag */
-        MPIR_Request_free(req);
-        ct_walk_done(&w, req_step[k]);
-        reqs[k] = reqs[nreq - 1];
-        req_step[k] = req_step[nreq - 1];
-        nreq--;
+        if (changed && progress)
+            *progress = 1;
     }
-  fn_exit:
-    if (walking)
-        ct_walk_free(&w);
-    MPL_free(tmp);
-    MPL_free(reqs);
-    MPL_free(req_step);
-    return mpi_errno;
+    *done = ct_walk_finished(&e->w);
   fn_fail:
-    /* the messages posted are completed before their buffers go */
-    for (int k = 0; k < nreq; k++) {
+    return mpi_errno;
+}
+
+/* The end of a run (after an error too): the messages still posted complete before their
+ * buffers go, the packed receive buffer is unpacked, scratch is freed, and a nonblocking
+ * run's references and tag block are given back. */
+static int exec_finish(exec_t * e, int mpi_errno)
+{
+    for (int k = 0; k < e->nreq; k++) {
         MPIR_Errflag_t ef = MPIR_ERR_NONE;
-        MPIC_Wait(reqs[k], &ef);
-        MPIR_Request_free(reqs[k]);
+        MPIC_Wait(e->reqs[k], &ef);
+        MPIR_Request_free(e->reqs[k]);
     }
-    nreq = 0;
-    goto fn_exit;
+    e->nreq = 0;
+    if (mpi_errno == MPI_SUCCESS && e->out_tmp)
+        mpi_errno = MPIR_Localcopy(e->out_p, e->out_bytes, MPI_BYTE, e->ubuf, e->ucount, e->udt);
+    if (e->walking)
+        ct_walk_free(&e->w);
+    MPL_free(e->bufs[CT_BUF_TMP]);
+    MPL_free(e->reqs);
+    MPL_free(e->req_step);
+    MPL_free(e->out_tmp);
+    MPL_free(e->tmp[0]);
+    MPL_free(e->tmp[1]);
+    ct_sched_free(&e->own);
+    if (e->cached)
+        e->cached->busy -= e->req != NULL;
+    if (e->block >= 0)
+        e->ct->nbc_busy[e->block] = 0;
+    return mpi_errno;
 }
 
 /* A buffer of count elements of dtype as contiguous bytes: the user's memory when dtype is
- * contiguous, else packed scratch (in: filled from the buffer; out: unpacked at the end). */
-typedef struct {
-    char *p;
-    void *tmp;
-} view_t;
-
-static int view(const void *buf, MPI_Aint count, MPI_Datatype dtype, int in, view_t * v)
+ * contiguous, else packed scratch (in: filled from the buffer now; out: unpacked into it when
+ * the run ends) */
+static int view(exec_t * e, int buf, const void *ubuf, MPI_Aint count, MPI_Datatype dtype,
+                int in, int out)
 {
     int mpi_errno = MPI_SUCCESS, contig;
     MPI_Aint size, lb, extent;
     MPIR_Datatype_is_contig(dtype, &contig);
     MPIR_Datatype_get_size_macro(dtype, size);
-    v->tmp = NULL;
     if (contig) {
         MPIR_Type_get_true_extent_impl(dtype, &lb, &extent);
-        v->p = (char *) buf + lb;
+        e->bufs[buf] = (char *) ubuf + lb;
         return MPI_SUCCESS;
     }
-    v->tmp = MPL_malloc(count * size > 0 ? count * size : 1, MPL_MEM_COLL);
-    MPIR_ERR_CHKANDJUMP(!v->tmp, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    v->p = v->tmp;
+    char *p = MPL_malloc(count * size > 0 ? count * size : 1, MPL_MEM_COLL);
+    MPIR_ERR_CHKANDJUMP(!p, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    e->bufs[buf] = p;
+    if (out) {
+        e->out_p = e->out_tmp = p;
+        e->out_bytes = count * size;
+        e->ubuf = (void *) ubuf;
+        e->ucount = count;
+        e->udt = dtype;
+    } else {
+        e->tmp[e->tmp[0] ? 1 : 0] = p;
+    }
     if (in)
-        mpi_errno = MPIR_Localcopy(buf, count, dtype, v->p, count * size, MPI_BYTE);
+        mpi_errno = MPIR_Localcopy(ubuf, count, dtype, p, count * size, MPI_BYTE);
   fn_fail:
     return mpi_errno;
 }
 
-static int view_done(view_t * v, void *buf, MPI_Aint count, MPI_Datatype dtype, int out)
+/* the progress hook: every nonblocking collective in flight moves on; a finished one
+ * completes its request */
+static int nbc_progress(int *made_progress)
 {
-    int mpi_errno = MPI_SUCCESS;
-    if (v->tmp && out) {
-        MPI_Aint size;
-        MPIR_Datatype_get_size_macro(dtype, size);
-        mpi_errno = MPIR_Localcopy(v->p, count * size, MPI_BYTE, buf, count, dtype);
+    exec_t **pp = &nbc_active;
+    while (*pp) {
+        exec_t *e = *pp;
+        int done = 0, mpi_errno = e->err;
+        if (!mpi_errno)
+            mpi_errno = exec_poke(e, &done, made_progress);
+        if (!done && mpi_errno == MPI_SUCCESS) {
+            pp = &e->next;
+            continue;
+        }
+        *pp = e->next;
+        mpi_errno = exec_finish(e, mpi_errno);
+        if (mpi_errno == MPI_SUCCESS && e->errflag != MPIR_ERR_NONE)
+            MPIR_ERR_SET(mpi_errno, MPI_ERR_OTHER, "**coll_fail");
+        e->req->status.MPI_ERROR = mpi_errno;
+        if (e->op != MPI_OP_NULL)
+            MPIR_Op_release_if_not_builtin(e->op);
+        if (e->dtype != MPI_BYTE)
+            MPIR_Datatype_release_if_not_builtin(e->dtype);
+        if (e->udt_ref)
+            MPIR_Datatype_release_if_not_builtin(e->udt);
+        MPIR_Comm_release(e->comm);
+        MPID_Request_complete(e->req);
+        MPL_free(e);
+        *made_progress = 1;
     }
-    MPL_free(v->tmp);
-    v->tmp = NULL;
-    return mpi_errno;
+    if (!nbc_active)
+        MPIR_Progress_hook_deactivate(nbc_hook);
+    return MPI_SUCCESS;
 }
 
-/* comm's schedule for a collective (kept in its cache), or NULL: not applicable, the caller
- * falls back */
-static const ct_sched *schedule(int coll, MPIR_Comm * comm, int root, int64_t count,
-                                size_t elem_size, int commutative)
+/* Runs e to its end: blocking (req NULL; failures of peers in *errflag) or as a nonblocking
+ * collective whose request goes to *req. e is on the caller's stack; a nonblocking run
+ * continues in a copy. */
+static int go(exec_t * e, MPIR_Comm * comm, MPIR_Request ** req, MPIR_Errflag_t * errflag)
 {
-    comm_topo *c = topo_of(comm);
-    ct_params p = { 0 };
-    if (!c || count <= 0)
-        return NULL;
-    for (int i = 0; i < SCHED_CACHE; i++) {
-        cached_sched *e = &c->cache[i];
-        if (e->s.steps && e->coll == coll && e->root == root && e->count == count &&
-            e->elem_size == elem_size && e->commutative == commutative)
-            return &e->s;
+    int mpi_errno = MPI_SUCCESS, done = 0;
+    e->comm = comm;
+    if (!req) {
+        e->tag0 = CT_TAG(0);
+        e->errflag = *errflag;
+        mpi_errno = exec_start(e);
+        if (mpi_errno == MPI_SUCCESS) {
+            MPID_Progress_state state;
+            MPID_Progress_start(&state);
+            while ((mpi_errno = exec_poke(e, &done, NULL)) == MPI_SUCCESS && !done)
+                mpi_errno = MPID_Progress_wait(&state);
+            MPID_Progress_end(&state);
+        }
+        mpi_errno = exec_finish(e, mpi_errno);
+        *errflag = e->errflag;
+        return mpi_errno;
     }
-    cached_sched *e = &c->cache[c->next];
-    if (e->s.steps)
-        ct_sched_free(&e->s);
-    memset(&e->s, 0, sizeof(e->s));
-    p.commutative = commutative;
-    if (ct_select(&e->s, coll, &c->t, comm->rank, root, count, elem_size, &p) != CT_OK) {
-        ct_sched_free(&e->s);
-        return NULL;
+
+    /* nonblocking: the next tag block of the communicator, once it is free */
+    comm_topo *c = e->ct;
+    int b = c->nbc_next;
+    c->nbc_next = (b + 1) % NBC_BLOCKS;
+    if (c->nbc_busy[b]) {
+        MPID_Progress_state state;
+        MPID_Progress_start(&state);
+        while (c->nbc_busy[b] && mpi_errno == MPI_SUCCESS)
+            mpi_errno = MPID_Progress_wait(&state);
+        MPID_Progress_end(&state);
+        if (mpi_errno) {
+            exec_finish(e, mpi_errno);
+            return mpi_errno;
+        }
     }
-    if (!e->s.steps) {
-        /* an empty schedule (nothing to do here) is not cached */
-        return &e->s;
+    exec_t *x = MPL_malloc(sizeof(*x), MPL_MEM_COLL);
+    MPIR_Request *r = MPIR_Request_create(MPIR_REQUEST_KIND__COLL);
+    if (!x || !r) {
+        MPL_free(x);
+        if (r)
+            MPIR_Request_free(r);
+        exec_finish(e, MPI_ERR_OTHER);
+        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**nomem");
     }
-    e->coll = coll;
-    e->root = root;
-    e->count = count;
-    e->elem_size = elem_size;
-    e->commutative = commutative;
-    c->next = (c->next + 1) % SCHED_CACHE;
-    return &e->s;
+    *x = *e;
+    if (x->s == &e->own)
+        x->s = &x->own;
+    c->nbc_busy[b] = 1;
+    x->block = b;
+    x->tag0 = CT_TAG((b + 1) * CT_MAXCHAN);
+    if (x->cached)
+        x->cached->busy++;
+    x->req = r;
+    /* the user may free these before the collective ends */
+    MPIR_Comm_add_ref(comm);
+    if (x->dtype != MPI_BYTE)
+        MPIR_Datatype_add_ref_if_not_builtin(x->dtype);
+    if (x->op != MPI_OP_NULL)
+        MPIR_Op_add_ref_if_not_builtin(x->op);
+    if (x->out_tmp) {
+        MPIR_Datatype_add_ref_if_not_builtin(x->udt);
+        x->udt_ref = 1;
+    }
+    MPIR_Request_add_ref(r);    /* the user's reference; completion drops the other */
+    *req = r;
+    x->err = exec_start(x);
+    if (!x->err)
+        x->err = exec_poke(x, &done, NULL);
+    x->next = nbc_active;
+    nbc_active = x;
+    if (nbc_hook < 0)
+        MPIR_Progress_hook_register(nbc_progress, &nbc_hook);
+    MPIR_Progress_hook_activate(nbc_hook);
+    if (done || x->err) {
+        int ignored = 0;
+        nbc_progress(&ignored);  /* ends it now, with its error in the request */
+    }
+    mpi_errno = MPI_SUCCESS;
+  fn_fail:
+    return mpi_errno;
 }
 
 int MPIDI_AMLAPI_torus_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype, int root,
-                             MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done)
+                             MPIR_Comm * comm, MPIR_Errflag_t * errflag, MPIR_Request ** req,
+                             int *done)
 {
-    int mpi_errno = MPI_SUCCESS, mpi_errno2;
+    int mpi_errno;
     MPI_Aint size;
-    const ct_sched *s;
-    view_t v;
+    exec_t e;
 
+    exec_init(&e);
     MPIR_Datatype_get_size_macro(datatype, size);
-    if (!(s = schedule(CT_COLL_BCAST, comm, root, count * size, 1, 1)))
+    if (!schedule(&e, CT_COLL_BCAST, comm, root, count * size, 1, 1))
         return MPI_SUCCESS;
     *done = 1;
-    mpi_errno = view(buffer, count, datatype, comm->rank == root, &v);
-    if (mpi_errno == MPI_SUCCESS) {
-        mpi_errno = run(s, comm, NULL, v.p, MPI_BYTE, MPI_OP_NULL, errflag);
-        mpi_errno2 = view_done(&v, buffer, count, datatype, comm->rank != root);
-        if (mpi_errno == MPI_SUCCESS)
-            mpi_errno = mpi_errno2;
-    }
-    return mpi_errno;
+    mpi_errno = view(&e, CT_BUF_RECV, buffer, count, datatype, comm->rank == root,
+                     comm->rank != root);
+    if (mpi_errno)
+        return exec_finish(&e, mpi_errno);
+    return go(&e, comm, req, errflag);
 }
 
 /* reductions work on elements of the user's datatype, which every rank passes alike: it
@@ -446,35 +633,34 @@ static int reducible(MPI_Datatype datatype, MPI_Aint * extent, MPI_Aint * lb)
 
 int MPIDI_AMLAPI_torus_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
                               MPI_Datatype datatype, MPI_Op op, int root, MPIR_Comm * comm,
-                              MPIR_Errflag_t * errflag, int *done)
+                              MPIR_Errflag_t * errflag, MPIR_Request ** req, int *done)
 {
     int mpi_errno = MPI_SUCCESS;
     MPI_Aint extent, lb;
-    const ct_sched *s;
     int all = root < 0;         /* allreduce */
-    char *scratch = NULL;
+    exec_t e;
 
+    exec_init(&e);
     if (!reducible(datatype, &extent, &lb) ||
-        !(s = schedule(all ? CT_COLL_ALLREDUCE : CT_COLL_REDUCE, comm, all ? 0 : root, count,
-                       extent, MPIR_Op_is_commutative(op))))
+        !schedule(&e, all ? CT_COLL_ALLREDUCE : CT_COLL_REDUCE, comm, all ? 0 : root, count,
+                  extent, MPIR_Op_is_commutative(op)))
         return MPI_SUCCESS;
     *done = 1;
+    e.dtype = datatype;
+    e.op = op;
     if (!all && comm->rank != root) {
         /* a non-root's recvbuf is insignificant: the schedule works in scratch */
-        scratch = MPL_malloc(count * extent, MPL_MEM_COLL);
-        MPIR_ERR_CHKANDJUMP(!scratch, mpi_errno, MPI_ERR_OTHER, "**nomem");
-        recvbuf = scratch;
-        lb = 0;
+        e.tmp[0] = MPL_malloc(count * extent, MPL_MEM_COLL);
+        MPIR_ERR_CHKANDJUMP(!e.tmp[0], mpi_errno, MPI_ERR_OTHER, "**nomem");
+        e.bufs[CT_BUF_RECV] = e.tmp[0];
+    } else {
+        e.bufs[CT_BUF_RECV] = (char *) recvbuf + lb;
     }
-    if (sendbuf == MPI_IN_PLACE)
-        sendbuf = (char *) recvbuf + lb;
-    else
-        sendbuf = (const char *) sendbuf + lb;
-    mpi_errno = run(s, comm, sendbuf, scratch ? recvbuf : (char *) recvbuf + lb, datatype, op,
-                    errflag);
+    e.bufs[CT_BUF_SEND] = sendbuf == MPI_IN_PLACE ? e.bufs[CT_BUF_RECV] :
+        (char *) sendbuf + lb;
+    return go(&e, comm, req, errflag);
   fn_fail:
-    MPL_free(scratch);
-    return mpi_errno;
+    return exec_finish(&e, mpi_errno);
 }
 
 /* allgather (recvcounts NULL: recvcount each) and allgatherv, on bytes */
@@ -482,17 +668,17 @@ int MPIDI_AMLAPI_torus_allgatherv(const void *sendbuf, MPI_Aint sendcount,
                                   MPI_Datatype sendtype, void *recvbuf, MPI_Aint recvcount,
                                   const MPI_Aint * recvcounts, const MPI_Aint * displs,
                                   MPI_Datatype recvtype, MPIR_Comm * comm,
-                                  MPIR_Errflag_t * errflag, int *done)
+                                  MPIR_Errflag_t * errflag, MPIR_Request ** req, int *done)
 {
     int mpi_errno = MPI_SUCCESS, contig, P = comm->local_size, me = comm->rank;
     MPI_Aint size, extent, lb, true_extent;
     comm_topo *c = topo_of(comm);
-    int64_t *cnt = NULL, *dsp = NULL, total = 0;
-    char *packed = NULL, *base;
-    ct_sched own = { 0 };       /* allgatherv's: counts vary, so it is not cached */
-    const ct_sched *s = &own;
+    int64_t *cnt, *dsp, total = 0;
+    char *base;
     ct_params p = { 0 };
+    exec_t e;
 
+    exec_init(&e);
     if (!c)
         return MPI_SUCCESS;
     MPIR_Datatype_get_size_macro(recvtype, size);
@@ -506,17 +692,18 @@ int MPIDI_AMLAPI_torus_allgatherv(const void *sendbuf, MPI_Aint sendcount,
     /* blocks as bytes: in place in recvbuf when recvtype is contiguous, else packed one
      * after another in scratch */
     for (int r = 0; r < P; r++) {
-        MPI_Aint c = recvcounts ? recvcounts[r] : recvcount;
-        cnt[r] = c * size;
+        MPI_Aint n = recvcounts ? recvcounts[r] : recvcount;
+        cnt[r] = n * size;
         dsp[r] = contig ? (recvcounts ? displs[r] : r * recvcount) * extent : total;
         total += cnt[r];
     }
     p.commutative = 1;
+    e.ct = c;
     if (total == 0 ||
-        (recvcounts ? ct_allgatherv(&own, &c->t, me, cnt, dsp, 1, &p) != CT_OK :
+        (recvcounts ? (e.s = &e.own, ct_allgatherv(&e.own, &c->t, me, cnt, dsp, 1, &p) != CT_OK) :
          /* allgather: blocks of cnt[0] bytes at r * cnt[0], contiguous or packed alike */
-         !(s = schedule(CT_COLL_ALLGATHER, comm, 0, cnt[0], 1, 1)))) {
-        ct_sched_free(&own);
+         !schedule(&e, CT_COLL_ALLGATHER, comm, 0, cnt[0], 1, 1))) {
+        exec_finish(&e, MPI_SUCCESS);
         MPL_free(cnt);
         return MPI_SUCCESS;
     }
@@ -524,16 +711,21 @@ int MPIDI_AMLAPI_torus_allgatherv(const void *sendbuf, MPI_Aint sendcount,
     if (contig) {
         base = (char *) recvbuf + lb;
     } else {
-        packed = MPL_malloc(total, MPL_MEM_COLL);
-        MPIR_ERR_CHKANDJUMP(!packed, mpi_errno, MPI_ERR_OTHER, "**nomem");
-        base = packed;
+        base = e.out_tmp = MPL_malloc(total, MPL_MEM_COLL);
+        MPIR_ERR_CHKANDJUMP(!base, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        /* allgather's blocks unpack as one; allgatherv's one by one (below, blocking only) */
+        e.out_p = base;
+        e.out_bytes = total;
+        e.ubuf = recvbuf;
+        e.ucount = recvcount * P;
+        e.udt = recvtype;
     }
     char *mine = base + dsp[me];
     if (sendbuf == MPI_IN_PLACE) {
         if (!contig) {
-            MPI_Aint c = recvcounts ? recvcounts[me] : recvcount;
+            MPI_Aint n = recvcounts ? recvcounts[me] : recvcount;
             MPI_Aint d = recvcounts ? displs[me] : me * recvcount;
-            mpi_errno = MPIR_Localcopy((char *) recvbuf + d * extent, c, recvtype, mine,
+            mpi_errno = MPIR_Localcopy((char *) recvbuf + d * extent, n, recvtype, mine,
                                        cnt[me], MPI_BYTE);
             MPIR_ERR_CHECK(mpi_errno);
         }
@@ -543,62 +735,66 @@ int MPIDI_AMLAPI_torus_allgatherv(const void *sendbuf, MPI_Aint sendcount,
     }
     /* the schedule reads the own block (SEND) before it writes that block of RECV, so in
      * place they may be the same memory */
-    mpi_errno = run(s, comm, mine, base, MPI_BYTE, MPI_OP_NULL, errflag);
-    MPIR_ERR_CHECK(mpi_errno);
-    if (!contig)
-        for (int r = 0; r < P; r++) {
-            MPI_Aint c = recvcounts ? recvcounts[r] : recvcount;
-            MPI_Aint d = recvcounts ? displs[r] : r * recvcount;
+    e.bufs[CT_BUF_SEND] = mine;
+    e.bufs[CT_BUF_RECV] = base;
+    if (recvcounts && !contig) {
+        /* allgatherv unpacks block by block after the run (a blocking call only) */
+        char *packed = e.out_tmp;
+        e.out_tmp = NULL;
+        mpi_errno = go(&e, comm, NULL, errflag);
+        for (int r = 0; r < P && mpi_errno == MPI_SUCCESS; r++)
             mpi_errno = MPIR_Localcopy(packed + dsp[r], cnt[r], MPI_BYTE,
-                                       (char *) recvbuf + d * extent, c, recvtype);
-            MPIR_ERR_CHECK(mpi_errno);
-        }
-  fn_fail:
-    MPL_free(packed);
+                                       (char *) recvbuf + displs[r] * extent, recvcounts[r],
+                                       recvtype);
+        MPL_free(packed);
+        MPL_free(cnt);
+        return mpi_errno;
+    }
     MPL_free(cnt);
-    ct_sched_free(&own);
-    return mpi_errno;
+    return go(&e, comm, req, errflag);
+  fn_fail:
+    MPL_free(cnt);
+    return exec_finish(&e, mpi_errno);
 }
 
 int MPIDI_AMLAPI_torus_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype,
                                 void *recvbuf, MPI_Aint recvcount, MPI_Datatype recvtype,
-                                MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done)
+                                MPIR_Comm * comm, MPIR_Errflag_t * errflag,
+                                MPIR_Request ** req, int *done)
 {
-    int mpi_errno = MPI_SUCCESS, mpi_errno2, P = comm->local_size;
+    int mpi_errno = MPI_SUCCESS, P = comm->local_size;
     MPI_Aint size;
-    const ct_sched *s;
-    view_t vs = { NULL, NULL }, vr;
+    exec_t e;
 
+    exec_init(&e);
     MPIR_Datatype_get_size_macro(recvtype, size);
-    if (!(s = schedule(CT_COLL_ALLTOALL, comm, 0, recvcount * size, 1, 1)))
+    if (!schedule(&e, CT_COLL_ALLTOALL, comm, 0, recvcount * size, 1, 1))
         return MPI_SUCCESS;
     *done = 1;
-    mpi_errno = view(recvbuf, recvcount * P, recvtype, sendbuf == MPI_IN_PLACE, &vr);
+    mpi_errno = view(&e, CT_BUF_RECV, recvbuf, recvcount * P, recvtype,
+                     sendbuf == MPI_IN_PLACE, 1);
     MPIR_ERR_CHECK(mpi_errno);
     if (sendbuf == MPI_IN_PLACE) {
         /* the schedule reads every send block while it writes receive blocks */
-        vs.tmp = MPL_malloc(recvcount * size * P, MPL_MEM_COLL);
-        MPIR_ERR_CHKANDJUMP(!vs.tmp, mpi_errno, MPI_ERR_OTHER, "**nomem");
-        vs.p = vs.tmp;
-        memcpy(vs.p, vr.p, recvcount * size * P);
+        e.tmp[0] = e.bufs[CT_BUF_SEND] = MPL_malloc(recvcount * size * P, MPL_MEM_COLL);
+        MPIR_ERR_CHKANDJUMP(!e.tmp[0], mpi_errno, MPI_ERR_OTHER, "**nomem");
+        memcpy(e.bufs[CT_BUF_SEND], e.bufs[CT_BUF_RECV], recvcount * size * P);
     } else {
-        mpi_errno = view(sendbuf, sendcount * P, sendtype, 1, &vs);
+        mpi_errno = view(&e, CT_BUF_SEND, sendbuf, sendcount * P, sendtype, 1, 0);
         MPIR_ERR_CHECK(mpi_errno);
     }
-    mpi_errno = run(s, comm, vs.p, vr.p, MPI_BYTE, MPI_OP_NULL, errflag);
-    mpi_errno2 = view_done(&vr, recvbuf, recvcount * P, recvtype, 1);
-    if (mpi_errno == MPI_SUCCESS)
-        mpi_errno = mpi_errno2;
+    return go(&e, comm, req, errflag);
   fn_fail:
-    MPL_free(vs.tmp);
-    return mpi_errno;
+    return exec_finish(&e, mpi_errno);
 }
 
-int MPIDI_AMLAPI_torus_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done)
+int MPIDI_AMLAPI_torus_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag, MPIR_Request ** req,
+                               int *done)
 {
-    const ct_sched *s = schedule(CT_COLL_BARRIER, comm, 0, 1, 1, 1);
-    if (!s)
+    exec_t e;
+    exec_init(&e);
+    if (!schedule(&e, CT_COLL_BARRIER, comm, 0, 1, 1, 1))
         return MPI_SUCCESS;
     *done = 1;
-    return run(s, comm, NULL, NULL, MPI_BYTE, MPI_OP_NULL, errflag);
+    return go(&e, comm, req, errflag);
 }

@@ -1,9 +1,10 @@
 /*
  * amlapi netmod: collectives. Blocking bcast, allreduce, reduce, allgather, allgatherv,
- * alltoall and barrier on intracommunicators try coll_torus's torus schedules
+ * alltoall and barrier, and the nonblocking forms of all but allgatherv, on
+ * intracommunicators try coll_torus's torus schedules
  * (amlapi_coll.c) when a torus is known, and otherwise run MPICH's own algorithms
  * (MPIR_<Coll>_impl, never MPIR_<Coll>, which would come back here). Every other collective
- * is MPICH's, as in MPICH's netmod_am_fallback_coll.h, which is included with the seven
+ * is MPICH's, as in MPICH's netmod_am_fallback_coll.h, which is included with the
  * names above moved aside.
  */
 #ifndef AMLAPI_COLL_H_INCLUDED
@@ -18,6 +19,12 @@
 #define MPIDI_NM_mpi_allgather  MPIDI_AMLAPI_generic_allgather
 #define MPIDI_NM_mpi_allgatherv MPIDI_AMLAPI_generic_allgatherv
 #define MPIDI_NM_mpi_alltoall   MPIDI_AMLAPI_generic_alltoall
+#define MPIDI_NM_mpi_ibarrier   MPIDI_AMLAPI_generic_ibarrier
+#define MPIDI_NM_mpi_ibcast     MPIDI_AMLAPI_generic_ibcast
+#define MPIDI_NM_mpi_iallreduce MPIDI_AMLAPI_generic_iallreduce
+#define MPIDI_NM_mpi_ireduce    MPIDI_AMLAPI_generic_ireduce
+#define MPIDI_NM_mpi_iallgather MPIDI_AMLAPI_generic_iallgather
+#define MPIDI_NM_mpi_ialltoall  MPIDI_AMLAPI_generic_ialltoall
 #include "netmod_am_fallback_coll.h"
 #undef MPIDI_NM_mpi_barrier
 #undef MPIDI_NM_mpi_bcast
@@ -26,12 +33,18 @@
 #undef MPIDI_NM_mpi_allgather
 #undef MPIDI_NM_mpi_allgatherv
 #undef MPIDI_NM_mpi_alltoall
+#undef MPIDI_NM_mpi_ibarrier
+#undef MPIDI_NM_mpi_ibcast
+#undef MPIDI_NM_mpi_iallreduce
+#undef MPIDI_NM_mpi_ireduce
+#undef MPIDI_NM_mpi_iallgather
+#undef MPIDI_NM_mpi_ialltoall
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag)
 {
     int done = 0, mpi_errno = MPI_SUCCESS;
     if (MPIDI_AMLAPI_coll_torus_active)
-        mpi_errno = MPIDI_AMLAPI_torus_barrier(comm, errflag, &done);
+        mpi_errno = MPIDI_AMLAPI_torus_barrier(comm, errflag, NULL, &done);
     return done ? mpi_errno : MPIR_Barrier_impl(comm, errflag);
 }
 
@@ -42,7 +55,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_bcast(void *buffer, MPI_Aint count,
     int done = 0, mpi_errno = MPI_SUCCESS;
     if (MPIDI_AMLAPI_coll_torus_active)
         mpi_errno = MPIDI_AMLAPI_torus_bcast(buffer, count, datatype, root, comm, errflag,
-                                             &done);
+                                             NULL, &done);
     return done ? mpi_errno : MPIR_Bcast_impl(buffer, count, datatype, root, comm, errflag);
 }
 
@@ -54,7 +67,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_allreduce(const void *sendbuf, void *r
     int done = 0, mpi_errno = MPI_SUCCESS;
     if (MPIDI_AMLAPI_coll_torus_active)
         mpi_errno = MPIDI_AMLAPI_torus_reduce(sendbuf, recvbuf, count, datatype, op, -1, comm,
-                                              errflag, &done);
+                                              errflag, NULL, &done);
     return done ? mpi_errno :
         MPIR_Allreduce_impl(sendbuf, recvbuf, count, datatype, op, comm, errflag);
 }
@@ -67,7 +80,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_reduce(const void *sendbuf, void *recv
     int done = 0, mpi_errno = MPI_SUCCESS;
     if (MPIDI_AMLAPI_coll_torus_active)
         mpi_errno = MPIDI_AMLAPI_torus_reduce(sendbuf, recvbuf, count, datatype, op, root,
-                                              comm, errflag, &done);
+                                              comm, errflag, NULL, &done);
     return done ? mpi_errno :
         MPIR_Reduce_impl(sendbuf, recvbuf, count, datatype, op, root, comm, errflag);
 }
@@ -81,7 +94,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_allgather(const void *sendbuf, MPI_Ain
     if (MPIDI_AMLAPI_coll_torus_active)
         mpi_errno = MPIDI_AMLAPI_torus_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
                                                   recvcount, NULL, NULL, recvtype, comm,
-                                                  errflag, &done);
+                                                  errflag, NULL, &done);
     return done ? mpi_errno : MPIR_Allgather_impl(sendbuf, sendcount, sendtype, recvbuf,
                                                   recvcount, recvtype, comm, errflag);
 }
@@ -97,7 +110,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_allgatherv(const void *sendbuf, MPI_Ai
     if (MPIDI_AMLAPI_coll_torus_active)
         mpi_errno = MPIDI_AMLAPI_torus_allgatherv(sendbuf, sendcount, sendtype, recvbuf, 0,
                                                   recvcounts, displs, recvtype, comm, errflag,
-                                                  &done);
+                                                  NULL, &done);
     return done ? mpi_errno : MPIR_Allgatherv_impl(sendbuf, sendcount, sendtype, recvbuf,
                                                    recvcounts, displs, recvtype, comm, errflag);
 }
@@ -110,9 +123,83 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_alltoall(const void *sendbuf, MPI_Aint
     int done = 0, mpi_errno = MPI_SUCCESS;
     if (MPIDI_AMLAPI_coll_torus_active)
         mpi_errno = MPIDI_AMLAPI_torus_alltoall(sendbuf, sendcount, sendtype, recvbuf,
-                                                recvcount, recvtype, comm, errflag, &done);
+                                                recvcount, recvtype, comm, errflag, NULL,
+                                                &done);
     return done ? mpi_errno : MPIR_Alltoall_impl(sendbuf, sendcount, sendtype, recvbuf,
                                                  recvcount, recvtype, comm, errflag);
+}
+
+/* nonblocking forms: the same schedules, walked by a progress hook (amlapi_coll.c) */
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_ibarrier(MPIR_Comm * comm, MPIR_Request ** req)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_barrier(comm, NULL, req, &done);
+    return done ? mpi_errno : MPIR_Ibarrier_impl(comm, req);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_ibcast(void *buffer, MPI_Aint count,
+                                                 MPI_Datatype datatype, int root,
+                                                 MPIR_Comm * comm, MPIR_Request ** req)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_bcast(buffer, count, datatype, root, comm, NULL, req,
+                                             &done);
+    return done ? mpi_errno : MPIR_Ibcast_impl(buffer, count, datatype, root, comm, req);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_iallreduce(const void *sendbuf, void *recvbuf,
+                                                     MPI_Aint count, MPI_Datatype datatype,
+                                                     MPI_Op op, MPIR_Comm * comm,
+                                                     MPIR_Request ** req)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_reduce(sendbuf, recvbuf, count, datatype, op, -1, comm,
+                                              NULL, req, &done);
+    return done ? mpi_errno :
+        MPIR_Iallreduce_impl(sendbuf, recvbuf, count, datatype, op, comm, req);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_ireduce(const void *sendbuf, void *recvbuf,
+                                                  MPI_Aint count, MPI_Datatype datatype,
+                                                  MPI_Op op, int root, MPIR_Comm * comm,
+                                                  MPIR_Request ** req)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_reduce(sendbuf, recvbuf, count, datatype, op, root,
+                                              comm, NULL, req, &done);
+    return done ? mpi_errno :
+        MPIR_Ireduce_impl(sendbuf, recvbuf, count, datatype, op, root, comm, req);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_iallgather(const void *sendbuf, MPI_Aint sendcount,
+                                                     MPI_Datatype sendtype, void *recvbuf,
+                                                     MPI_Aint recvcount, MPI_Datatype recvtype,
+                                                     MPIR_Comm * comm, MPIR_Request ** req)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                                  recvcount, NULL, NULL, recvtype, comm, NULL,
+                                                  req, &done);
+    return done ? mpi_errno : MPIR_Iallgather_impl(sendbuf, sendcount, sendtype, recvbuf,
+                                                   recvcount, recvtype, comm, req);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_ialltoall(const void *sendbuf, MPI_Aint sendcount,
+                                                    MPI_Datatype sendtype, void *recvbuf,
+                                                    MPI_Aint recvcount, MPI_Datatype recvtype,
+                                                    MPIR_Comm * comm, MPIR_Request ** req)
+{
+    int done = 0, mpi_errno = MPI_SUCCESS;
+    if (MPIDI_AMLAPI_coll_torus_active)
+        mpi_errno = MPIDI_AMLAPI_torus_alltoall(sendbuf, sendcount, sendtype, recvbuf,
+                                                recvcount, recvtype, comm, NULL, req, &done);
+    return done ? mpi_errno : MPIR_Ialltoall_impl(sendbuf, sendcount, sendtype, recvbuf,
+                                                  recvcount, recvtype, comm, req);
 }
 
 #endif /* AMLAPI_COLL_H_INCLUDED */

@@ -133,24 +133,28 @@ extern int MPIDI_AMLAPI_coll_torus_active;
 int MPIDI_AMLAPI_coll_init(void);
 void MPIDI_AMLAPI_coll_finalize(void);
 void MPIDI_AMLAPI_coll_comm_free(MPIR_Comm * comm);
-/* each sets *done when it ran the collective (then its return is the result); else the
- * caller runs MPICH's algorithm */
+/* Each sets *done when a torus schedule runs the collective (then its return is the result);
+ * else the caller runs MPICH's algorithm. req NULL: blocking (peers' failures in *errflag);
+ * else nonblocking, the request in *req (errflag unused). */
 int MPIDI_AMLAPI_torus_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype, int root,
-                             MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done);
+                             MPIR_Comm * comm, MPIR_Errflag_t * errflag, MPIR_Request ** req,
+                             int *done);
 /* root < 0: allreduce */
 int MPIDI_AMLAPI_torus_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
                               MPI_Datatype datatype, MPI_Op op, int root, MPIR_Comm * comm,
-                              MPIR_Errflag_t * errflag, int *done);
-/* recvcounts NULL: allgather of recvcount each */
+                              MPIR_Errflag_t * errflag, MPIR_Request ** req, int *done);
+/* recvcounts NULL: allgather of recvcount each; allgatherv is blocking only */
 int MPIDI_AMLAPI_torus_allgatherv(const void *sendbuf, MPI_Aint sendcount,
                                   MPI_Datatype sendtype, void *recvbuf, MPI_Aint recvcount,
                                   const MPI_Aint * recvcounts, const MPI_Aint * displs,
                                   MPI_Datatype recvtype, MPIR_Comm * comm,
-                                  MPIR_Errflag_t * errflag, int *done);
+                                  MPIR_Errflag_t * errflag, MPIR_Request ** req, int *done);
 int MPIDI_AMLAPI_torus_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype,
                                 void *recvbuf, MPI_Aint recvcount, MPI_Datatype recvtype,
-                                MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done);
-int MPIDI_AMLAPI_torus_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done);
+                                MPIR_Comm * comm, MPIR_Errflag_t * errflag,
+                                MPIR_Request ** req, int *done);
+int MPIDI_AMLAPI_torus_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag, MPIR_Request ** req,
+                               int *done);
 int MPIDI_AMLAPI_rma_wait(MPIR_Win * win);
 int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
 int MPIDI_AMLAPI_progress_blocked(int events);

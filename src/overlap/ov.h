@@ -59,6 +59,7 @@ struct ov_stats {
     unsigned long long passthrough;    /* intercepted blocking calls left blocking (see ov_mpi.c) */
     unsigned long long faults;         /* our faults: application touched protected memory */
     unsigned long long faults_in_mpi;  /* MPI (or another thread) touched a protected page */
+    unsigned long long parks;          /* of those, on another thread with the owner parked */
     unsigned long long faults_foreign; /* faults handed to the application's handler / default */
     unsigned long long chains_found;   /* distinct chains recognised */
     unsigned long long chain_runs;     /* times a recognised chain ran and was waited once */

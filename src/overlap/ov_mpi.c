@@ -164,11 +164,11 @@ int MPI_Finalize(void)
         fprintf(stderr,
                 "mpioverlap: rank %d: %s; deferred %llu (send copied %llu, send protected %llu, "
                 "recv %llu; complete at once %llu), passed through %llu (by site %llu), faults %llu (inside MPI %llu, "
-                "not ours %llu), chains found %llu, chain runs %llu (%llu calls), bytes copied "
+                "owner parked %llu, not ours %llu), chains found %llu, chain runs %llu (%llu calls), bytes copied "
                 "%llu, syscall flushes %llu, mprotect calls %llu\n",
                 ov.rank, ov.enabled ? "enabled" : "pass-through", s->deferred, s->send_copied,
                 s->send_protected, s->recv_deferred, s->done_at_once, s->passthrough, s->site_blocking, s->faults, s->faults_in_mpi,
-                s->faults_foreign, s->chains_found, s->chain_runs, s->chained_reqs,
+                s->parks, s->faults_foreign, s->chains_found, s->chain_runs, s->chained_reqs,
                 s->bytes_copied, s->sys_flushes, s->mprotects);
     }
     ov.enabled = 0;

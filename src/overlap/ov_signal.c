@@ -140,6 +140,7 @@ int ov_park_owner(void)
             }
         }
     }
+    __atomic_fetch_add(&ov.st.parks, 1, __ATOMIC_RELAXED);
     return 1;
 }
 

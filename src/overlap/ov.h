@@ -87,6 +87,9 @@ struct ov_state {
     int at_once;            /* MPIOVERLAP_ATONCE (default 1): test a request once when it starts */
     int wait_now;           /* the request being started is waited for before the call returns
                                (the last of a chain): no protection */
+    int chain_trust;        /* MPIOVERLAP_CHAIN_TRUST: the seed's way, chained requests unprotected */
+    int noprot;             /* the request being started is inside a trusted chain: the chain's
+                               last call waits for it, nothing protects it meanwhile */
     size_t page;            /* page size */
     int rank;
     int nactive;            /* requests in table[] */

@@ -37,6 +37,20 @@ struct ov_req {
     long long t_ret;        /* when that call returned (ns, CLOCK_MONOTONIC) */
     int prot;               /* its pages were actually protected (not: the last of a chain,
                                waited for before the call returns) */
+    /* a receive of a derived datatype lands packed (MPI_PACKED) in tmp and is unpacked into
+     * the user's layout at completion: only the type's bytes are written, never its gaps */
+    MPI_Datatype dt;        /* a duplicate of the user's type; MPI_DATATYPE_NULL: plain bytes */
+    void *mbuf;             /* the buffer and count as the user passed them */
+    int mcount;
+    unsigned long long sseq;    /* provisional status handed out for it (ov_status.c); 0: none */
+};
+
+/* The memory a (buf, count, datatype) triple covers */
+struct ov_span {
+    size_t len;             /* data bytes (count * type size) */
+    ptrdiff_t first;        /* MPI may touch [buf + first, buf + first + span) */
+    size_t span;
+    int derived;            /* not a contiguous predefined type: packed copies, unpacked receives */
 };
 
 struct ov_stats {
@@ -45,6 +59,7 @@ struct ov_stats {
     unsigned long long passthrough;    /* intercepted blocking calls left blocking (see ov_mpi.c) */
     unsigned long long faults;         /* our faults: application touched protected memory */
     unsigned long long faults_in_mpi;  /* MPI (or another thread) touched a protected page */
+    unsigned long long parks;          /* of those, on another thread with the owner parked */
     unsigned long long faults_foreign; /* faults handed to the application's handler / default */
     unsigned long long chains_found;   /* distinct chains recognised */
     unsigned long long chain_runs;     /* times a recognised chain ran and was waited once */
@@ -63,13 +78,18 @@ struct ov_state {
     long chain_gap_ns;      /* MPIOVERLAP_CHAIN_GAP_NS: longest pause counted as "no computation" */
     size_t send_min;        /* MPIOVERLAP_SEND_MIN: sends of at most this many bytes stay
                                blocking (default one page: MPI's eager path returns at once) */
-    size_t recv_min;        /* MPIOVERLAP_RECV_MIN: receives of at most this many bytes stay
-                               blocking (default one page; ov_mpi.c says why) */
+    size_t recv_min;        /* MPIOVERLAP_RECV_MIN: receives of at most this many bytes from a
+                               rank on this node stay blocking (default one page; ov_mpi.c) */
+    size_t recv_min_net;    /* MPIOVERLAP_RECV_MIN_NET: the same for ranks on other nodes
+                               (default 0: a network's latency exceeds our costs) */
     int adapt;              /* MPIOVERLAP_ADAPT (default 1, ov_adapt.c) */
     long adapt_ns;          /* MPIOVERLAP_ADAPT_NS */
     int at_once;            /* MPIOVERLAP_ATONCE (default 1): test a request once when it starts */
     int wait_now;           /* the request being started is waited for before the call returns
                                (the last of a chain): no protection */
+    int chain_trust;        /* MPIOVERLAP_CHAIN_TRUST: the seed's way, chained requests unprotected */
+    int noprot;             /* the request being started is inside a trusted chain: the chain's
+                               last call waits for it, nothing protects it meanwhile */
     size_t page;            /* page size */
     int rank;
     int nactive;            /* requests in table[] */
@@ -84,15 +104,24 @@ struct ov_state {
 extern struct ov_state ov;
 /* inside the library (wrappers, PMPI calls): a fault now is MPI's or ours, not the application's */
 extern __thread int ov_in_lib;
+/* this thread is the one that calls MPI (set at MPI_Init) */
+extern __thread int ov_is_owner;
+/* 1 while the owner runs application code: a page MPI's other threads must open then is
+ * opened only with the owner parked (ov_signal.c); written by the owner only */
+extern volatile int ov_owner_out;
 
 /* ov_page.c */
 void ov_page_init(void);
 /* start a deferred send/receive (buf, len bytes of a contiguous predefined type); 0 when it
  * cannot be deferred (caller passes through); *out gets the slot */
-int ov_start_send(const void *buf, int count, MPI_Datatype dt, size_t len, int dest, int tag,
-                  MPI_Comm comm, int force_copy, struct ov_req **out);
-int ov_start_recv(void *buf, int count, MPI_Datatype dt, size_t len, int src, int tag,
-                  MPI_Comm comm, struct ov_req **out);
+int ov_start_send(const void *buf, int count, MPI_Datatype dt, const struct ov_span *sp, int dest,
+                  int tag, MPI_Comm comm, int force_copy, struct ov_req **out);
+/* status: MPI_STATUS_IGNORE, or the caller's status, filled now (complete at once) or
+ * provisionally (ov_status.c) */
+int ov_start_recv(void *buf, int count, MPI_Datatype dt, const struct ov_span *sp, int src, int tag,
+                  MPI_Comm comm, MPI_Status *status, struct ov_req **out);
+/* complete the request that handed out provisional status seq, if still in flight */
+void ov_complete_status(unsigned long long seq);
 /* complete every request whose pages meet bytes [a, b); returns how many */
 int ov_complete_range(uintptr_t a, uintptr_t b);
 int ov_complete_range_read(uintptr_t a, uintptr_t b);   /* only what blocks reading */
@@ -104,12 +133,41 @@ int ov_complete_page(uintptr_t pg);
 int ov_page_ours(uintptr_t pg);
 /* a page MPI (or another thread) faulted on: made accessible now, its requests completed by
  * the owner thread at its next library exit (ov_deferred_run) */
-void ov_page_release(uintptr_t pg);
+void ov_page_release(uintptr_t pg, int foreign);
 void ov_deferred_run(void);
 extern volatile int ov_deferred_n;
 
+/* Entering and leaving the library on any thread. Leaving on the owner runs the queue of
+ * pages MPI opened, then says it is out, then looks at the queue once more: a thread that
+ * queued a page just before saw it inside (and did not park it), so the owner must see that
+ * page here (both sides write, then read the other's word, sequentially consistent). */
+static inline void ov_enter(void)
+{
+    if (ov_in_lib++ == 0 && ov_is_owner)
+        __atomic_store_n(&ov_owner_out, 0, __ATOMIC_SEQ_CST);
+}
+
+static inline void ov_leave(void)
+{
+    for (;;) {
+        if (ov_deferred_n)
+            ov_deferred_run();
+        if (--ov_in_lib || !ov_is_owner)
+            return;
+        __atomic_store_n(&ov_owner_out, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&ov_deferred_n, __ATOMIC_SEQ_CST))
+            return;
+        __atomic_store_n(&ov_owner_out, 0, __ATOMIC_SEQ_CST);
+        ov_in_lib++;
+    }
+}
+
 /* ov_signal.c */
 void ov_signal_init(void);
+/* stop the owner (running application code) in a handler until *opened says the page a
+ * foreign thread needs is open; 0 if it did not answer in time */
+int ov_park_owner(void);
+void ov_park_opened(void);
 
 /* ov_chain.c */
 /* called at each converted call: returns 1 if the call continues a recognised chain */
@@ -126,6 +184,19 @@ int ov_site_blocking(void *pc);
 void ov_site_score(void *pc, long long touched_after_ns);
 /* stamp the requests just started with their site and return time */
 void ov_stamp(struct ov_req *a, struct ov_req *b, void *site);
+
+/* ov_status.c: statuses of receives that complete after the call returned */
+extern int ov_status_any;
+unsigned long long ov_status_provisional(MPI_Status *st, int src, int tag);
+void ov_status_record(unsigned long long seq, const MPI_Status *real);
+void ov_status_fill(MPI_Status *dst, const MPI_Status *real);
+/* the status MPI should read in place of st (st itself, or *tmp made real) */
+const MPI_Status *ov_status_real(const MPI_Status *st, MPI_Status *tmp);
+
+/* ov_local.c: which peers share this node (a performance decision only) */
+void ov_local_init(void);
+int ov_peer_local(MPI_Comm comm, int rank);
+void ov_local_forget(MPI_Comm comm);
 
 /* ov_sys.c */
 void ov_sys_init(void);

@@ -75,6 +75,9 @@ static void close_run(void)
 
 static void leave_chain(void)
 {
+    /* unprotected (MPIOVERLAP_CHAIN_TRUST): they cannot become paged requests now */
+    if (ov.chain_trust)
+        ov_complete_chained();
     for (int i = 0; i < OV_MAXREQ; i++)
         ov.table[i].chained = 0;        /* they remain ordinary paged requests */
     if (++chains[cur].breaks >= 3)

@@ -1,18 +1,19 @@
 /* The MPI entry points (PMPI interposition): what is converted, what completes our requests
  * first, what only passes through. README "Transparent overlap" has the full list and why.
  *
- * Converted to background requests (ov_page.c): MPI_Send, MPI_Recv, MPI_Sendrecv, for
- * contiguous predefined datatypes, a status the caller ignores (MPI_STATUS_IGNORE: the
- * status is the caller's to read right after the call, and what it holds is only known at
- * completion), and while the application has none of its own nonblocking operations
- * outstanding (MPI could write into a page we protect while progressing them). Anything else
- * stays blocking ("passed through" in the report) after completing our requests on its
- * buffers.
+ * Converted to background requests (ov_page.c): MPI_Send, MPI_Recv, MPI_Sendrecv and
+ * MPI_Sendrecv_replace, for any datatype MPI can describe (derived ones: their true-extent
+ * span is protected, copies are packed, receives land packed and are unpacked), while the
+ * application has none of its own nonblocking operations outstanding (MPI could write into a
+ * page we protect while progressing them). A status the caller asks for is handed out at
+ * once when the receive names its source and tag (ov_status.c: the count resolves through
+ * MPI_Get_count and friends); with a wildcard and a status the receive stays blocking.
+ * Anything else stays blocking ("passed through" in the report) after completing our
+ * requests on its buffers.
  *
  * Not converted, deliberately: MPI_Ssend (its completion is the observable synchronisation),
  * MPI_Bsend (already returns after a copy), MPI_Rsend (its ready precondition is the
- * application's ordering), MPI_Sendrecv_replace: these complete everything first and pass
- * through.
+ * application's ordering): these complete everything first and pass through.
  *
  * Everything else that touches a buffer completes every request of ours first (a blocking
  * collective may read or write any of them; tracking their extents would cost more than it
@@ -49,11 +50,12 @@ static long env_long(const char *name, long dflt)
 void ov_disable(const char *why)
 {
     if (ov.enabled) {
-        ov_in_lib++;
+        ov_enter();
         ov_complete_all();
-        ov_in_lib--;
+        ov_leave();
     }
     ov.enabled = 0;
+    ov_owner_out = 0;
     fprintf(stderr, "mpioverlap: rank %d: %s; the library is a pass-through from here on\n",
             ov.rank, why);
 }
@@ -75,11 +77,17 @@ static void ov_init(int required, int threads_before)
 {
     ov_inited = 1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &ov.rank);
+    /* collective: every rank, whatever its settings */
+    ov_local_init();
     ov.report = (int)env_long("MPIOVERLAP_REPORT", 0);
     if (env_long("MPIOVERLAP_DISABLE", 0))
         return;     /* enabled stays 0: pure pass-through, for comparison */
     ov.chain_enabled = (int)env_long("MPIOVERLAP_CHAIN", 1);
     ov.chain_gap_ns = env_long("MPIOVERLAP_CHAIN_GAP_NS", 2000);
+    /* the seed's chaining: no page-table updates for a recognised chain's requests. Off by
+     * default: a program that leaves the chain early and touches a buffer before its next MPI
+     * call would read or overwrite data in flight, silently (README) */
+    ov.chain_trust = (int)env_long("MPIOVERLAP_CHAIN_TRUST", 0);
     ov.at_once = (int)env_long("MPIOVERLAP_ATONCE", 1);
     ov.adapt = (int)env_long("MPIOVERLAP_ADAPT", 1);
     ov.adapt_ns = env_long("MPIOVERLAP_ADAPT_NS", 20000);
@@ -94,9 +102,15 @@ static void ov_init(int required, int threads_before)
      * wait are pure cost (measured: +56 % per iteration of the SOR solver on N=64 over Open
      * MPI). They stay blocking unless MPIOVERLAP_SEND_MIN=0. */
     ov.send_min = (size_t)env_long("MPIOVERLAP_SEND_MIN", (long)sysconf(_SC_PAGESIZE));
+    /* From another node, even a few bytes take 15-50 us (the test cluster's hosts; a real
+     * 1 Gbit/s link more): worth two mprotect calls. Measured with maint/bench-overlap
+     * --hosts=4 --rate=1gbit: the SOR solver on N=512, 4 ranks (2 KiB borders) recovered
+     * nothing with one page as the limit and all of manual overlap's gain with 0 (README). */
+    ov.recv_min_net = (size_t)env_long("MPIOVERLAP_RECV_MIN_NET", 0);
     ov_page_init();
     ov_sys_init();
     ov.owner_tid = syscall(SYS_gettid);
+    ov_is_owner = 1;
     pthread_attr_t a;
     if (pthread_getattr_np(pthread_self(), &a) == 0) {
         void *lo;
@@ -112,8 +126,10 @@ static void ov_init(int required, int threads_before)
                    "buffers while another is in MPI)");
     else if (ov_app_threads || threads_before)
         ov_disable("the application had started threads before MPI_Init");
-    else
+    else {
         ov_signal_init();
+        ov_owner_out = 1;   /* back in application code */
+    }
 }
 
 int MPI_Init(int *argc, char ***argv)
@@ -141,21 +157,22 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 int MPI_Finalize(void)
 {
     if (ov.enabled) {
-        ov_in_lib++;
+        ov_enter();
         ov_deferred_run();
         ov_complete_all();
-        ov_in_lib--;
+        ov_leave();
     }
+    ov_owner_out = 0;
     if (ov_inited && ov.report) {
         struct ov_stats *s = &ov.st;
         fprintf(stderr,
                 "mpioverlap: rank %d: %s; deferred %llu (send copied %llu, send protected %llu, "
                 "recv %llu; complete at once %llu), passed through %llu (by site %llu), faults %llu (inside MPI %llu, "
-                "not ours %llu), chains found %llu, chain runs %llu (%llu calls), bytes copied "
+                "owner parked %llu, not ours %llu), chains found %llu, chain runs %llu (%llu calls), bytes copied "
                 "%llu, syscall flushes %llu, mprotect calls %llu\n",
                 ov.rank, ov.enabled ? "enabled" : "pass-through", s->deferred, s->send_copied,
                 s->send_protected, s->recv_deferred, s->done_at_once, s->passthrough, s->site_blocking, s->faults, s->faults_in_mpi,
-                s->faults_foreign, s->chains_found, s->chain_runs, s->chained_reqs,
+                s->parks, s->faults_foreign, s->chains_found, s->chain_runs, s->chained_reqs,
                 s->bytes_copied, s->sys_flushes, s->mprotects);
     }
     ov.enabled = 0;
@@ -165,20 +182,78 @@ int MPI_Finalize(void)
     return rc;
 }
 
-/* a contiguous predefined datatype: its bytes are count * size from buf */
-static int simple_type(MPI_Datatype dt, int count, size_t *len)
+/* The memory (count, dt) covers from buf: data bytes, and the true-extent span MPI may
+ * touch. 0 when nothing can be deferred (no data, or a type MPI cannot describe to us). */
+static struct { MPI_Datatype dt; int size; } named[8];    /* predefined types seen */
+static int nnamed;
+
+static int type_span(const void *buf, MPI_Datatype dt, int count, struct ov_span *sp)
 {
     int ni, na, nd, comb, sz;
-    if (count <= 0 || PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
-        comb != MPI_COMBINER_NAMED || PMPI_Type_size(dt, &sz) != MPI_SUCCESS || sz <= 0)
+    if (count <= 0)
         return 0;
-    *len = (size_t)count * (size_t)sz;
+    /* predefined types are never freed, so their sizes can be kept: two MPI queries less per
+     * call on the path every blocking call takes (measured: a pass-through Sendrecv cost
+     * ~150 ns more than plain MPI with them) */
+    for (int i = 0; i < nnamed; i++)
+        if (named[i].dt == dt) {
+            sp->len = (size_t)count * (size_t)named[i].size;
+            sp->derived = 0;
+            sp->first = 0;
+            sp->span = sp->len;
+            return 1;
+        }
+    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
+        PMPI_Type_size(dt, &sz) != MPI_SUCCESS || sz <= 0)
+        return 0;
+    if (comb == MPI_COMBINER_NAMED && nnamed < 8) {
+        named[nnamed].dt = dt;
+        named[nnamed++].size = sz;
+    }
+    sp->len = (size_t)count * (size_t)sz;
+    sp->derived = comb != MPI_COMBINER_NAMED;
+    /* MPI_BOTTOM with absolute addresses: MPICH's MPI_Pack/Unpack refuse a null buffer,
+     * and our copies and landings go through them */
+    if (sp->derived && buf == MPI_BOTTOM)
+        return 0;
+    if (!sp->derived) {
+        sp->first = 0;
+        sp->span = sp->len;
+        return 1;
+    }
+    MPI_Aint lb, ext, tlb, text;
+    if (PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(dt, &tlb, &text) != MPI_SUCCESS || text <= 0)
+        return 0;
+    sp->first = (ptrdiff_t)(tlb + (ext < 0 ? (MPI_Aint)(count - 1) * ext : 0));
+    sp->span = (size_t)(text + (MPI_Aint)(count - 1) * (ext < 0 ? -ext : ext));
     return 1;
 }
 
 static inline int can_defer(void)
 {
     return ov.user_active == 0 && !ov.user_sticky;
+}
+
+/* A receive of len bytes from src worth deferring? Within one page from this node, no
+ * (MPIOVERLAP_RECV_MIN); from another node a network's latency is worth hiding
+ * (MPIOVERLAP_RECV_MIN_NET, default 0). MPI_ANY_SOURCE: the stricter of the two. */
+static int recv_worth(size_t len, MPI_Comm comm, int src)
+{
+    size_t lo = ov.recv_min < ov.recv_min_net ? ov.recv_min : ov.recv_min_net;
+    size_t hi = ov.recv_min < ov.recv_min_net ? ov.recv_min_net : ov.recv_min;
+    if (len > hi)
+        return 1;
+    if (len <= lo || src == MPI_ANY_SOURCE)
+        return 0;
+    return len > (ov_peer_local(comm, src) ? ov.recv_min : ov.recv_min_net);
+}
+
+/* A status the caller wants can be handed out before completion only when its public
+ * fields are known: a named source and tag (ov_status.c) */
+static inline int status_ok(MPI_Status *status, int src, int tag)
+{
+    return status == MPI_STATUS_IGNORE || (src != MPI_ANY_SOURCE && tag != MPI_ANY_TAG);
 }
 
 /* bytes a pass-through call may touch: the true extent span, or nothing when unknown */
@@ -198,8 +273,8 @@ static void complete_for(const void *buf, int count, MPI_Datatype dt)
     ov_complete_range(a, a + (uintptr_t)span);
 }
 
-#define ENTER() ov_in_lib++; if (ov_deferred_n) ov_deferred_run()
-#define LEAVE() if (ov_deferred_n) ov_deferred_run(); ov_in_lib--
+#define ENTER() ov_enter(); if (ov_deferred_n) ov_deferred_run()
+#define LEAVE() ov_leave()
 
 /* One blocking send or receive to defer */
 struct xfer {
@@ -207,9 +282,10 @@ struct xfer {
     void *buf;
     int count;
     MPI_Datatype dt;
-    size_t len;
+    struct ov_span sp;
     int peer, tag;
     MPI_Comm comm;
+    MPI_Status *status;
 };
 
 /* Starts x in the background within the current chain: 1 with *rc set when it was deferred
@@ -221,9 +297,10 @@ static int defer_one(void *site, const struct xfer *x, int *rc)
     int ch = ov_chain_enter(site);
     int last = ch && ov_chain_is_last();
     ov.wait_now = last;
-    int s = x->send ? ov_start_send(x->buf, x->count, x->dt, x->len, x->peer, x->tag, x->comm, 0, &r)
-        : ov_start_recv(x->buf, x->count, x->dt, x->len, x->peer, x->tag, x->comm, &r);
-    ov.wait_now = 0;
+    ov.noprot = ch && !last && ov.chain_trust;
+    int s = x->send ? ov_start_send(x->buf, x->count, x->dt, &x->sp, x->peer, x->tag, x->comm, 0, &r)
+        : ov_start_recv(x->buf, x->count, x->dt, &x->sp, x->peer, x->tag, x->comm, x->status, &r);
+    ov.wait_now = ov.noprot = 0;
     if (s > 0) {
         if (r)
             r->chained = ch;
@@ -248,12 +325,11 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     if (!ov.enabled || ov_in_lib)
         return PMPI_Send(buf, count, dt, dest, tag, comm);
     ENTER();
-    size_t len;
+    struct xfer x = { 1, (void *)buf, count, dt, { 0, 0, 0, 0 }, dest, tag, comm, MPI_STATUS_IGNORE };
     int rc;
     void *site = __builtin_return_address(0);
-    if (dest != MPI_PROC_NULL && can_defer() && simple_type(dt, count, &len) &&
-        len > ov.send_min && !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
-        struct xfer x = { 1, (void *)buf, count, dt, len, dest, tag, comm };
+    if (dest != MPI_PROC_NULL && can_defer() && type_span(buf, dt, count, &x.sp) &&
+        x.sp.len > ov.send_min && !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
         if (defer_one(site, &x, &rc)) {
             LEAVE();
             return rc;
@@ -273,12 +349,11 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
         return PMPI_Recv(buf, count, dt, src, tag, comm, status);
     ENTER();
     void *site = __builtin_return_address(0);
-    size_t len;
+    struct xfer x = { 0, buf, count, dt, { 0, 0, 0, 0 }, src, tag, comm, status };
     int rc;
-    if (status == MPI_STATUS_IGNORE && src != MPI_PROC_NULL && can_defer() &&
-        simple_type(dt, count, &len) && len > ov.recv_min &&
+    if (status_ok(status, src, tag) && src != MPI_PROC_NULL && can_defer() &&
+        type_span(buf, dt, count, &x.sp) && recv_worth(x.sp.len, comm, src) &&
         !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
-        struct xfer x = { 0, buf, count, dt, len, src, tag, comm };
         if (defer_one(site, &x, &rc)) {
             LEAVE();
             return rc;
@@ -291,6 +366,78 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
     return rc;
 }
 
+/* The send and receive halves of MPI_Sendrecv / MPI_Sendrecv_replace, deferred together.
+ * The receive starts first: a send sharing its pages is then copied out around it (seed
+ * §2.5), where the other order would make the receive wait for the send. Sendrecv_replace
+ * sends a copy (its buffer is about to receive) made before the receive protects it. */
+static int defer_pair(void *site, const void *sbuf, int scount, MPI_Datatype sdt, const struct ov_span *ss,
+                      int dest, int stag, void *rbuf, int rcount, MPI_Datatype rdt, const struct ov_span *rs,
+                      int src, int rtag, MPI_Comm comm, MPI_Status *status, int replace, int *rcp)
+{
+    int ch = ov_chain_enter(site);
+    struct ov_req *rr = NULL, *sr = NULL;
+    int s = 1, rc;
+    /* the last call of a chain waits before returning: nothing to protect */
+    int last = ch && ov_chain_is_last();
+    ov.wait_now = last;
+    ov.noprot = ch && !last && ov.chain_trust;
+    if (replace && ss->len) {
+        s = ov_start_send(sbuf, scount, sdt, ss, dest, stag, comm, 1, &sr);
+        if (s == 0) {
+            ov.wait_now = ov.noprot = 0;
+            if (last)
+                ov_complete_chained();
+            ov_chain_exit();
+            return 0;
+        }
+    }
+    if (s > 0 && rs->len) {
+        s = ov_start_recv(rbuf, rcount, rdt, rs, src, rtag, comm, status, &rr);
+        if (s == 0) {
+            /* on the stack: this receive cannot be deferred */
+            ov.wait_now = ov.noprot = 0;
+            if (replace) {
+                /* the copy is on its way: receive blocking (after our requests on it) */
+                ov.st.passthrough++;
+                complete_for(rbuf, rcount, rdt);
+                rc = PMPI_Recv(rbuf, rcount, rdt, src, rtag, comm, status);
+                if (sr) sr->chained = ch;
+                if (last)
+                    ov_complete_chained();
+                ov_chain_exit();
+                *rcp = rc;
+                return 1;
+            }
+            if (last)
+                ov_complete_chained();
+            ov_chain_exit();
+            return 0;
+        }
+    }
+    if (s > 0 && ss->len && !replace)
+        s = ov_start_send(sbuf, scount, sdt, ss, dest, stag, comm, 0, &sr);
+    if (s == 0) {
+        /* the send could not start (no memory for the copy): its receive is posted,
+         * so send blocking now and keep the receive deferred */
+        s = 1;
+        ov.st.passthrough++;
+        complete_for(sbuf, scount, sdt);
+        rc = PMPI_Send(sbuf, scount, sdt, dest, stag, comm);
+        if (rc != MPI_SUCCESS)
+            s = -rc;
+    }
+    ov.wait_now = ov.noprot = 0;
+    if (rr) rr->chained = ch;
+    if (sr) sr->chained = ch;
+    if (last)
+        ov_complete_chained();
+    ov_chain_exit();
+    if (!last && s > 0)
+        ov_stamp(rr, sr, site);
+    *rcp = s > 0 ? MPI_SUCCESS : -s;
+    return 1;
+}
+
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int stag,
                  void *rbuf, int rcount, MPI_Datatype rdt, int src, int rtag, MPI_Comm comm,
                  MPI_Status *status)
@@ -298,7 +445,6 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
     if (!ov.enabled || ov_in_lib)
         return PMPI_Sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, src, rtag, comm, status);
     ENTER();
-    size_t slen = 0, rlen = 0;
     int rc;
     if (dest == MPI_PROC_NULL && src == MPI_PROC_NULL) {
         /* nothing to move (a grid's edge): no need to complete anything either */
@@ -306,64 +452,101 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
         LEAVE();
         return rc;
     }
-    int sok = dest == MPI_PROC_NULL || simple_type(sdt, scount, &slen);
-    int rok = src == MPI_PROC_NULL || simple_type(rdt, rcount, &rlen);
-    if (rlen && rlen <= ov.recv_min)
-        rok = 0;    /* see recv_min in ov_init */
-    if (slen && slen <= ov.send_min && !rlen)
+    struct ov_span ss = { 0, 0, 0, 0 }, rs = { 0, 0, 0, 0 };
+    int sok = dest == MPI_PROC_NULL || type_span(sbuf, sdt, scount, &ss);
+    int rok = src == MPI_PROC_NULL || type_span(rbuf, rdt, rcount, &rs);
+    if (rs.len && !recv_worth(rs.len, comm, src))
+        rok = 0;    /* see recv_worth */
+    if (ss.len && ss.len <= ov.send_min && !rs.len)
         sok = 0;    /* a small send alone: see send_min */
+    /* a status: only for a receive whose source and tag are named */
+    int stok = status == MPI_STATUS_IGNORE || (rs.len && status_ok(status, src, rtag));
     void *site = __builtin_return_address(0);
-    if (status == MPI_STATUS_IGNORE && sok && rok && can_defer() && (slen || rlen) &&
-        !(ov_site_blocking(site) && ++ov.st.site_blocking)) {
-        int ch = ov_chain_enter(site);
-        struct ov_req *rr = NULL, *sr = NULL;
-        int s = 1;
-        /* the last call of a chain waits before returning: nothing to protect */
-        int last = ch && ov_chain_is_last();
-        ov.wait_now = last;
-        /* the receive first: a send sharing its pages is then copied out around it (seed
-         * §2.5), where the other order would make the receive wait for the send */
-        if (rlen) {
-            s = ov_start_recv(rbuf, rcount, rdt, rlen, src, rtag, comm, &rr);
-            if (s == 0) {
-                /* on the stack: this receive cannot be deferred; do it all blocking */
-                ov.wait_now = 0;
-                if (last)
-                    ov_complete_chained();
-                ov_chain_exit();
-                goto passthrough;
-            }
-        }
-        if (s > 0 && slen)
-            s = ov_start_send(sbuf, scount, sdt, slen, dest, stag, comm, 0, &sr);
-        if (s == 0) {
-            /* the send could not start (no memory for the copy): its receive is posted,
-             * so send blocking now and keep the receive deferred */
-            s = 1;
-            ov.st.passthrough++;
-            complete_for(sbuf, scount, sdt);
-            rc = PMPI_Send(sbuf, scount, sdt, dest, stag, comm);
-            if (rc != MPI_SUCCESS)
-                s = -rc;
-        }
-        ov.wait_now = 0;
-        if (rr) rr->chained = ch;
-        if (sr) sr->chained = ch;
-        if (last)
-            ov_complete_chained();
-        ov_chain_exit();
-        if (!last && s > 0)
-            ov_stamp(rr, sr, site);
+    if (stok && sok && rok && can_defer() && (ss.len || rs.len) &&
+        !(ov_site_blocking(site) && ++ov.st.site_blocking) &&
+        defer_pair(site, sbuf, scount, sdt, &ss, dest, stag, rbuf, rcount, rdt, &rs, src, rtag, comm,
+                   status, 0, &rc)) {
         LEAVE();
-        return s > 0 ? MPI_SUCCESS : -s;
+        return rc;
     }
-passthrough:
     ov.st.passthrough++;
     if (ov.nactive) {
         complete_for(sbuf, scount, sdt);
         complete_for(rbuf, rcount, rdt);
     }
     rc = PMPI_Sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, src, rtag, comm, status);
+    LEAVE();
+    return rc;
+}
+
+/* One buffer sent, then received into: its send goes from a copy (packed for a derived
+ * type), its receive is deferred as MPI_Recv's would be. */
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag, int src,
+                         int rtag, MPI_Comm comm, MPI_Status *status)
+{
+    if (!ov.enabled || ov_in_lib)
+        return PMPI_Sendrecv_replace(buf, count, dt, dest, stag, src, rtag, comm, status);
+    ENTER();
+    int rc;
+    struct ov_span sp = { 0, 0, 0, 0 };
+    struct ov_span none = { 0, 0, 0, 0 };
+    void *site = __builtin_return_address(0);
+    if (src != MPI_PROC_NULL && status_ok(status, src, rtag) && can_defer() &&
+        type_span(buf, dt, count, &sp) && recv_worth(sp.len, comm, src) &&
+        !(ov_site_blocking(site) && ++ov.st.site_blocking) &&
+        defer_pair(site, buf, count, dt, dest == MPI_PROC_NULL ? &none : &sp, dest, stag, buf, count,
+                   dt, &sp, src, rtag, comm, status, 1, &rc)) {
+        LEAVE();
+        return rc;
+    }
+    ov.st.passthrough++;
+    complete_for(buf, count, dt);
+    rc = PMPI_Sendrecv_replace(buf, count, dt, dest, stag, src, rtag, comm, status);
+    LEAVE();
+    return rc;
+}
+
+/* Calls that read a status's hidden fields: a provisional one (ov_status.c) is made real */
+int MPI_Get_count(const MPI_Status *st, MPI_Datatype dt, int *c)
+{
+    if (!ov_status_any)
+        return PMPI_Get_count(st, dt, c);
+    MPI_Status tmp;
+    ENTER();
+    int rc = PMPI_Get_count(ov_status_real(st, &tmp), dt, c);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Get_elements(const MPI_Status *st, MPI_Datatype dt, int *c)
+{
+    if (!ov_status_any)
+        return PMPI_Get_elements(st, dt, c);
+    MPI_Status tmp;
+    ENTER();
+    int rc = PMPI_Get_elements(ov_status_real(st, &tmp), dt, c);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Get_elements_x(const MPI_Status *st, MPI_Datatype dt, MPI_Count *c)
+{
+    if (!ov_status_any)
+        return PMPI_Get_elements_x(st, dt, c);
+    MPI_Status tmp;
+    ENTER();
+    int rc = PMPI_Get_elements_x(ov_status_real(st, &tmp), dt, c);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Test_cancelled(const MPI_Status *st, int *f)
+{
+    if (!ov_status_any)
+        return PMPI_Test_cancelled(st, f);
+    MPI_Status tmp;
+    ENTER();
+    int rc = PMPI_Test_cancelled(ov_status_real(st, &tmp), f);
     LEAVE();
     return rc;
 }
@@ -400,8 +583,6 @@ passthrough:
 FLUSH(Ssend, SENDP, SENDA)
 FLUSH(Bsend, SENDP, SENDA)
 FLUSH(Rsend, SENDP, SENDA)
-FLUSH(Sendrecv_replace, P(void *b, int c, MPI_Datatype t, int d, int sg, int s, int rg, MPI_Comm m, MPI_Status *st),
-      P(b, c, t, d, sg, s, rg, m, st))
 FLUSH(Mrecv, P(void *b, int c, MPI_Datatype t, MPI_Message *mg, MPI_Status *st), P(b, c, t, mg, st))
 ASYNC(Isend, ISENDP, ISENDA)
 ASYNC(Issend, ISENDP, ISENDA)
@@ -468,7 +649,17 @@ PROGRESS(Improbe, P(int s, int g, MPI_Comm m, int *f, MPI_Message *mg, MPI_Statu
 PROGRESS(Comm_dup, P(MPI_Comm m, MPI_Comm *n), P(m, n))
 PROGRESS(Comm_split, P(MPI_Comm m, int c, int k, MPI_Comm *n), P(m, c, k, n))
 PROGRESS(Comm_create, P(MPI_Comm m, MPI_Group g, MPI_Comm *n), P(m, g, n))
-PROGRESS(Comm_free, P(MPI_Comm *m), P(m))
+int MPI_Comm_free(MPI_Comm *m)
+{
+    if (ov.enabled && m)
+        ov_local_forget(*m);
+    if (!ov.enabled || ov_in_lib)
+        return PMPI_Comm_free(m);
+    ENTER();
+    int rc = PMPI_Comm_free(m);
+    LEAVE();
+    return rc;
+}
 PROGRESS(Cancel, P(MPI_Request *q), P(q))
 
 /* ---- completion of the application's own requests: count what finished ------------------

@@ -20,7 +20,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -64,24 +67,86 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
     int saved = errno;
     uintptr_t pg = (uintptr_t)si->si_addr / ov.page;
     if (si->si_code == SEGV_ACCERR && ov.page && ov_page_ours(pg)) {
-        if (ov_in_lib || syscall(SYS_gettid) != ov.owner_tid) {
+        if (!ov_is_owner) {
+            __atomic_fetch_add(&ov.st.faults_in_mpi, 1, __ATOMIC_RELAXED);
+            ov_page_release(pg, 1);
+        } else if (ov_in_lib) {
             ov.st.faults_in_mpi++;
-            ov_page_release(pg);
+            ov_page_release(pg, 0);
         } else {
             ov.st.faults++;
             ov_chain_note_fault();
 
-            ov_in_lib = 1;
+            ov_enter();
             ov_complete_page(pg);
-            /* MPI may have faulted on (and opened) another page while we waited */
-            ov_deferred_run();
-            ov_in_lib = 0;
+            /* MPI may have faulted on (and opened) another page while we waited: ov_leave
+             * runs the queue */
+            ov_leave();
         }
         errno = saved;
         return;
     }
     errno = saved;
     to_application(sig, si, uc);
+}
+
+/* ---- parking the owner (ov_page.c says when) ---------------------------------------------
+ * A real-time signal sent to the owner thread; its handler says "parked" with the handshake's
+ * generation, waits until the foreign thread has opened the page, and completes the queued
+ * pages' requests (PMPI_Waitall from a handler that interrupted application code: the
+ * exception the fault path makes too, see the top of this file). Interrupting the library
+ * instead (the owner entered it after the foreign thread looked), it only answers: the
+ * library runs the queue on its way out. A foreign thread waits at most a second for the
+ * answer (the application may block the signal); then it opens the page anyway and says so
+ * once, and the page is completed at the owner's next library call, as before. */
+static volatile unsigned park_gen, parked_gen, opened_gen;
+static int park_sig;
+
+static void on_park(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig; (void)si; (void)uc;
+    int saved = errno;
+    unsigned g = __atomic_load_n(&park_gen, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&parked_gen, g, __ATOMIC_SEQ_CST);
+    if (!ov_in_lib && ov_is_owner) {
+        while ((int)(__atomic_load_n(&opened_gen, __ATOMIC_SEQ_CST) - g) < 0)
+            __builtin_ia32_pause();
+        ov_enter();
+        ov_leave();     /* runs the queue */
+    }
+    errno = saved;
+}
+
+int ov_park_owner(void)
+{
+    static int warned;
+    unsigned g = __atomic_add_fetch(&park_gen, 1, __ATOMIC_SEQ_CST);
+    if (syscall(SYS_tgkill, getpid(), ov.owner_tid, park_sig) != 0)
+        return 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned k = 1; __atomic_load_n(&parked_gen, __ATOMIC_SEQ_CST) != g; k++) {
+        __builtin_ia32_pause();
+        if (k % 4096 == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec >= 2) {
+                if (!warned++) {
+                    static const char m[] = "mpioverlap: the MPI thread did not answer the park signal "
+                                            "(blocked?); a page MPI's threads opened is completed at its "
+                                            "next MPI call\n";
+                    if (write(2, m, sizeof m - 1) < 0) { /* nothing better */ }
+                }
+                return 0;
+            }
+        }
+    }
+    __atomic_fetch_add(&ov.st.parks, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+void ov_park_opened(void)
+{
+    __atomic_store_n(&opened_gen, park_gen, __ATOMIC_SEQ_CST);
 }
 
 void ov_signal_init(void)
@@ -107,6 +172,26 @@ void ov_signal_init(void)
     sigemptyset(&sa.sa_mask);
     real_sigaction(SIGSEGV, &sa, &app_segv);
     installed = 1;
+    /* the park signal: MPIOVERLAP_PARK_SIGNAL, default SIGRTMAX - 3 (glibc keeps the first
+     * real-time signals; MPI libraries here use none of the last ones) */
+    park_sig = SIGRTMAX - 3;
+    const char *v = getenv("MPIOVERLAP_PARK_SIGNAL");
+    if (v && *v) {
+        char *end;
+        long x = strtol(v, &end, 10);
+        if (*end || x < SIGRTMIN || x > SIGRTMAX) {
+            fprintf(stderr, "mpioverlap: MPIOVERLAP_PARK_SIGNAL=%s is not a real-time signal (%d..%d)\n",
+                    v, SIGRTMIN, SIGRTMAX);
+            exit(1);
+        }
+        park_sig = (int)x;
+    }
+    struct sigaction pa;
+    memset(&pa, 0, sizeof pa);
+    pa.sa_sigaction = on_park;
+    pa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&pa.sa_mask);
+    real_sigaction(park_sig, &pa, NULL);
 }
 
 /* interposed: the application sees and sets its own handler; ours stays underneath */

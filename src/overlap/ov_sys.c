@@ -58,21 +58,21 @@ void ov_sys_init(void) { ov_sys_resolve(); }
 /* kernel reads [p, p+n): only receives are in the way; kernel writes: everything */
 static inline void guard(const void *p, size_t n, int kernel_writes)
 {
-    if (__builtin_expect(ov.nactive == 0 || ov_in_lib, 1))
+    /* MPI's own threads' calls pass: only the owner's requests are in the table, and only
+     * the owner may wait on them */
+    if (__builtin_expect(ov.nactive == 0 || ov_in_lib || !ov_is_owner, 1))
         return;
     uintptr_t a = (uintptr_t)p;
-    ov_in_lib = 1;
+    ov_enter();
     int done = kernel_writes ? ov_complete_range(a, a + n) : ov_complete_range_read(a, a + n);
-    if (ov_deferred_n)
-        ov_deferred_run();
-    ov_in_lib = 0;
+    ov_leave();
     if (done)
         ov.st.sys_flushes++;
 }
 
 static void guard_iov(const struct iovec *iov, int n, int kernel_writes)
 {
-    if (__builtin_expect(ov.nactive == 0 || ov_in_lib, 1))
+    if (__builtin_expect(ov.nactive == 0 || ov_in_lib || !ov_is_owner, 1))
         return;
     for (int i = 0; i < n; i++)
         guard(iov[i].iov_base, iov[i].iov_len, kernel_writes);

@@ -18,6 +18,14 @@
  *   threads   an application thread after MPI_Init: pass-through from then on, still right
  *   multiple  MPI_Init_thread(MPI_THREAD_MULTIPLE): pass-through, still right
  *   crash     a fault not on our pages, no handler: the process dies of SIGSEGV
+ *   types     derived datatypes (a matrix column, interleaved columns, the type freed at
+ *             once), statuses of deferred receives (source, tag, count of a short message,
+ *             a copied status, elements, cancelled), MPI_Sendrecv_replace (contiguous,
+ *             derived, with a status), a wildcard receive with a status
+ *   park      a thread the library does not know of (started through libc's own
+ *             pthread_create, as MPI's progress threads are) writes next to a deferred
+ *             receive's buffer on its page, while the owner computes; the owner then reads
+ *             the buffer with no MPI call in between and must see the message
  * Exit 0 when every check passed; each failure prints what differed. */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -35,6 +43,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <dlfcn.h>
 
 static int rank, size, peer, fails;
 static long pg;
@@ -636,6 +645,219 @@ static void t_crash(void)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* ---- derived datatypes, statuses, Sendrecv_replace ----------------------------------- */
+#define ROWS 48
+#define COLS 1024       /* a row of doubles is 2 pages: a column spans 96 pages */
+static double cell(int i, int j, int seed) { return seed * 1e6 + i * 1000.0 + j; }
+
+static void mat_fill(double *m, int seed)
+{
+    for (int i = 0; i < ROWS; i++)
+        for (int j = 0; j < COLS; j++)
+            m[(long)i * COLS + j] = cell(i, j, seed);
+}
+
+/* column c of m holds column sc of a seed-s matrix, every other cell its own seed's */
+static long mat_bad(const double *m, int seed, const int *cols, const int *srccols, int ncols, int sseed)
+{
+    for (int i = 0; i < ROWS; i++)
+        for (int j = 0; j < COLS; j++) {
+            double want = cell(i, j, seed);
+            for (int k = 0; k < ncols; k++)
+                if (j == cols[k])
+                    want = cell(i, srccols[k], sseed);
+            if (m[(long)i * COLS + j] != want)
+                return (long)i * COLS + j;
+        }
+    return -1;
+}
+
+static void t_types(void)
+{
+    long mbytes = (long)ROWS * COLS * (long)sizeof(double);
+    double *a = (double *)arena(mbytes / pg + 1), *b = (double *)arena(mbytes / pg + 1);
+    MPI_Datatype col;
+    MPI_Status st;
+    int tag = 500;
+
+    /* 1. a column sent and received with a vector type, freed right after the calls; the
+     *    sender then writes its matrix (read-only span: waits), the receiver reads its own
+     *    (inaccessible: waits, then the unpack wrote only the column) */
+    for (int rep = 0; rep < 3; rep++, tag++) {
+        MPI_Type_vector(ROWS, 1, COLS, MPI_DOUBLE, &col);
+        MPI_Type_commit(&col);
+        if (rank == 0) {
+            mat_fill(a, 1);
+            MPI_Send(&a[5], 1, col, peer, tag, MPI_COMM_WORLD);
+            MPI_Type_free(&col);
+            mat_fill(a, 2);     /* touches the send's pages at once */
+            MPI_Recv(&b[0], 1, MPI_DOUBLE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            mat_fill(b, 3);
+            MPI_Recv(&b[7], 1, col, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Type_free(&col);
+            int cols[] = { 7 }, src[] = { 5 };
+            long k = mat_bad(b, 3, cols, src, 1, 1);
+            CHECK(k < 0, "column receive (rep %d): cell %ld wrong (%g)", rep, k, k < 0 ? 0 : b[k]);
+            MPI_Send(&b[0], 1, MPI_DOUBLE, peer, tag, MPI_COMM_WORLD);
+        }
+    }
+
+    /* 2. two receives into interleaved columns back to back (their spans overlap: the
+     *    second orders after the first), with statuses; each unpack leaves the other's
+     *    column alone */
+    MPI_Type_vector(ROWS, 1, COLS, MPI_DOUBLE, &col);
+    MPI_Type_commit(&col);
+    tag++;
+    if (rank == 0) {
+        mat_fill(a, 4);
+        MPI_Send(&a[10], 1, col, peer, tag, MPI_COMM_WORLD);
+        MPI_Send(&a[20], 1, col, peer, tag + 1, MPI_COMM_WORLD);
+    } else {
+        MPI_Status s1, s2;
+        mat_fill(b, 5);
+        MPI_Recv(&b[8], 1, col, peer, tag, MPI_COMM_WORLD, &s1);
+        MPI_Recv(&b[9], 1, col, peer, tag + 1, MPI_COMM_WORLD, &s2);
+        CHECK(s1.MPI_SOURCE == peer && s1.MPI_TAG == tag && s2.MPI_SOURCE == peer && s2.MPI_TAG == tag + 1,
+              "interleaved statuses: source/tag %d/%d %d/%d", s1.MPI_SOURCE, s1.MPI_TAG, s2.MPI_SOURCE, s2.MPI_TAG);
+        int c1 = -1, e2 = -1;
+        MPI_Get_count(&s1, col, &c1);
+        MPI_Get_elements(&s2, MPI_DOUBLE, &e2);
+        CHECK(c1 == 1 && e2 == ROWS, "interleaved statuses: count %d (want 1), elements %d (want %d)", c1, e2, ROWS);
+        int cols[] = { 8, 9 }, src[] = { 10, 20 };
+        long k = mat_bad(b, 5, cols, src, 2, 4);
+        CHECK(k < 0, "interleaved columns: cell %ld wrong (%g)", k, k < 0 ? 0 : b[k]);
+    }
+    tag += 2;
+
+    /* 3. MPI_Recv with a status, a message shorter than the buffer: source, tag right at
+     *    once, count right when read (through a copy of the status too) */
+    unsigned char *u = (unsigned char *)a, *v = (unsigned char *)b;
+    long big = 3 * pg, got = 2 * pg + 77;
+    if (rank == 0) {
+        fill(u, got, 9);
+        MPI_Send(u, (int)got, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+    } else {
+        memset(v, 0xee, (size_t)big);
+        MPI_Recv(v, (int)big, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
+        int src = st.MPI_SOURCE, tg = st.MPI_TAG;
+        MPI_Status copy = st;
+        int c = -1, c2 = -1, canc = -1;
+        MPI_Count ex = -1;
+        MPI_Get_count(&copy, MPI_BYTE, &c);
+        MPI_Get_count(&st, MPI_BYTE, &c2);
+        MPI_Get_elements_x(&st, MPI_BYTE, &ex);
+        MPI_Test_cancelled(&st, &canc);
+        CHECK(src == peer && tg == tag, "status: source %d tag %d (want %d %d)", src, tg, peer, tag);
+        CHECK(c == got && c2 == got && ex == got && canc == 0,
+              "status: count %d / %d / elements %lld, cancelled %d (want %ld, 0)", c, c2, (long long)ex, canc, got);
+        long k = bad(v, got, 9);
+        CHECK(k < 0, "status receive: byte %ld wrong", k);
+        int rest = 1;
+        for (long i = got; i < big; i++)
+            rest &= v[i] == 0xee;
+        CHECK(rest, "status receive: bytes past the message changed");
+    }
+    tag++;
+
+    /* 4. a wildcard tag with a status stays blocking: still right */
+    if (rank == 0) {
+        fill(u, 2 * pg, 10);
+        MPI_Send(u, (int)(2 * pg), MPI_BYTE, peer, tag + 3, MPI_COMM_WORLD);
+    } else {
+        MPI_Recv(v, (int)(3 * pg), MPI_BYTE, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        int c = -1;
+        MPI_Get_count(&st, MPI_BYTE, &c);
+        CHECK(st.MPI_TAG == tag + 3 && st.MPI_SOURCE == peer && c == 2 * pg && bad(v, 2 * pg, 10) < 0,
+              "wildcard receive: tag %d source %d count %d", st.MPI_TAG, st.MPI_SOURCE, c);
+    }
+    tag += 4;
+
+    /* 5. Sendrecv with a derived type and a status, both ways at once */
+    mat_fill(a, 20 + rank);
+    mat_fill(b, 30 + rank);
+    MPI_Sendrecv(&a[3], 1, col, peer, tag, &b[4], 1, col, peer, tag, MPI_COMM_WORLD, &st);
+    {
+        int c = -1;
+        MPI_Get_count(&st, col, &c);
+        int cols[] = { 4 }, src[] = { 3 };
+        long k = mat_bad(b, 30 + rank, cols, src, 1, 20 + peer);
+        CHECK(k < 0 && c == 1 && st.MPI_SOURCE == peer && st.MPI_TAG == tag,
+              "Sendrecv derived: cell %ld, count %d, source %d, tag %d", k, c, st.MPI_SOURCE, st.MPI_TAG);
+    }
+    tag++;
+
+    /* 6. Sendrecv_replace: contiguous (3 pages and a bit), with a status; then a column */
+    long n = 3 * pg + 100;
+    fill(u, n, 40 + rank);
+    MPI_Sendrecv_replace(u, (int)n, MPI_BYTE, peer, tag, peer, tag, MPI_COMM_WORLD, &st);
+    {
+        int c = -1;
+        long k = bad(u, n, 40 + peer);     /* touches it at once */
+        MPI_Get_count(&st, MPI_BYTE, &c);
+        CHECK(k < 0 && c == n && st.MPI_SOURCE == peer && st.MPI_TAG == tag,
+              "Sendrecv_replace: byte %ld wrong, count %d, source %d, tag %d", k, c, st.MPI_SOURCE, st.MPI_TAG);
+    }
+    tag++;
+    mat_fill(a, 50 + rank);
+    MPI_Sendrecv_replace(&a[6], 1, col, peer, tag, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    {
+        int cols[] = { 6 }, src[] = { 6 };
+        long k = mat_bad(a, 50 + rank, cols, src, 1, 50 + peer);
+        CHECK(k < 0, "Sendrecv_replace derived: cell %ld wrong (%g)", k, k < 0 ? 0 : a[k]);
+    }
+    MPI_Type_free(&col);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* ---- a foreign thread opens a receive's page while the owner computes ------------------ */
+static unsigned char *park_page;
+static volatile int park_go, park_done;
+
+static void *park_thread(void *x)
+{
+    (void)x;
+    while (!park_go)
+        ;
+    park_page[0] = 0x5a;    /* outside the receive, on its first page: a fault "inside MPI" */
+    park_done = 1;
+    return NULL;
+}
+
+static void t_park(void)
+{
+    long n = 3 * pg;
+    unsigned char *a = arena(5);
+    int tag = 900;
+    if (rank == 0) {
+        fill(a, n, 61);
+        MPI_Send(a, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+    } else {
+        /* libc's pthread_create: the library's interposed one would (rightly) turn it into a
+         * pass-through, and MPI's threads are not started through it either */
+        void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+        int (*real_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
+            libc ? (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))dlsym(libc, "pthread_create") : NULL;
+        CHECK(real_create, "no libc pthread_create: %s", dlerror());
+        if (!real_create)
+            return;
+        park_page = a;
+        pthread_t th;
+        real_create(&th, NULL, park_thread, NULL);
+        memset(a + 64, 0xee, (size_t)n);
+        MPI_Recv(a + 64, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        park_go = 1;
+        while (!park_done)
+            ;                   /* application code: no library call until the check */
+        long k = bad(a + 64, n, 61);
+        CHECK(k < 0, "after a foreign thread opened the receive's page: byte %ld is %#x (old bytes)", k,
+              k < 0 ? 0 : a[64 + k]);
+        CHECK(a[0] == 0x5a, "the foreign thread's store is lost");
+        pthread_join(th, NULL);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
     pg = sysconf(_SC_PAGESIZE);
@@ -673,8 +895,10 @@ int main(int argc, char **argv)
     else if (!strcmp(t, "threads")) t_threads();
     else if (!strcmp(t, "adapt")) t_adapt();
     else if (!strcmp(t, "crash")) t_crash();
+    else if (!strcmp(t, "types")) t_types();
+    else if (!strcmp(t, "park")) t_park();
     else {
-        if (rank == 0) fprintf(stderr, "ov_tests: unknown test '%s' (calls wrappers offsets overlap syscall segv chain nochain adapt threads multiple crash)\n", t);
+        if (rank == 0) fprintf(stderr, "ov_tests: unknown test '%s' (calls wrappers offsets overlap syscall segv chain nochain adapt threads multiple crash types park)\n", t);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int all = 0;

@@ -83,6 +83,8 @@ int ct_allgatherv(ct_sched *s, const ct_topo *t, int me, const int64_t *counts,
             int next = ct_rank_with(t, me, d, ct_ring_pos(v + 1, n, dir[j]));
             int prev = ct_rank_with(t, me, d, ct_ring_pos(v - 1, n, dir[j]));
             int rid[CT_RECV_WINDOW];
+            for (int w = 0; w < CT_RECV_WINDOW; w++)
+                rid[w] = -1;
             for (int st = 0; st < n - 1; st++) {
                 int sq = ct_ring_pos(v - st, n, dir[j]), rq = ct_ring_pos(v - st - 1, n, dir[j]);
                 int s0 = gbase + sq * sti, r0 = gbase + rq * sti;

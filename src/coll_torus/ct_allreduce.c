@@ -40,6 +40,8 @@ static void ring_rs(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64
     int prev = ct_rank_with(t, me, d, ct_ring_pos(v - 1, n, dir));
     int64_t len = hi - lo;
     int rid[CT_RECV_WINDOW];
+    for (int w = 0; w < CT_RECV_WINDOW; w++)
+        rid[w] = -1;
     for (int st = 0; st < n - 1; st++) {
         int sb = ((v - st) % n + n) % n, rb = ((v - st - 1) % n + n) % n;
         int64_t slo = lo + ct_part_lo(len, n, sb), shi = lo + ct_part_lo(len, n, sb + 1);
@@ -71,6 +73,8 @@ static void ring_ag(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64
     int prev = ct_rank_with(t, me, d, ct_ring_pos(v - 1, n, dir));
     int64_t len = hi - lo;
     int rid[CT_RECV_WINDOW];
+    for (int w = 0; w < CT_RECV_WINDOW; w++)
+        rid[w] = -1;
     for (int st = 0; st < n - 1; st++) {
         int sb = ((v + 1 - st) % n + n) % n, rb = ((v - st) % n + n) % n;
         int64_t slo = lo + ct_part_lo(len, n, sb), shi = lo + ct_part_lo(len, n, sb + 1);

@@ -182,6 +182,9 @@ int ct_bcast_trees(ct_sched *s, const ct_topo *t, int me, int root, int64_t coun
     for (int ci = 0; ci < 6; ci++)
         for (int x = 0; x < 6; x++)
             lastsend[ci][x] = -1;
+    for (int ci = 0; ci < 6; ci++)
+        for (int w = 0; w < CT_RECV_WINDOW; w++)
+            rid[ci][w] = -1;
     /* chunk-major, colour-minor on every rank, so messages between two ranks come in the same
      * order on both sides */
     for (int64_t q = 0; q < maxchunks; q++) {

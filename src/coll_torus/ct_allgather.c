@@ -82,6 +82,9 @@ int ct_allgatherv(ct_sched *s, const ct_topo *t, int me, const int64_t *counts,
             int v = ct_ring_v(pos, n, dir[j]);
             int next = ct_rank_with(t, me, d, ct_ring_pos(v + 1, n, dir[j]));
             int prev = ct_rank_with(t, me, d, ct_ring_pos(v - 1, n, dir[j]));
+            int rid[CT_RECV_WINDOW];
+            for (int w = 0; w < CT_RECV_WINDOW; w++)
+                rid[w] = -1;
             for (int st = 0; st < n - 1; st++) {
                 int sq = ct_ring_pos(v - st, n, dir[j]), rq = ct_ring_pos(v - st - 1, n, dir[j]);
                 int s0 = gbase + sq * sti, r0 = gbase + rq * sti;
@@ -92,8 +95,10 @@ int ct_allgatherv(ct_sched *s, const ct_topo *t, int me, const int64_t *counts,
                         ct_next_dep(s, x);
                     ct_send(s, CT_BUF_TMP, base[j] + slo, shi - slo, next);
                 }
-                if (rhi > rlo)
-                    ct_recv(s, CT_BUF_TMP, base[j] + rlo, rhi - rlo, prev);
+                if (st >= CT_RECV_WINDOW)
+                    ct_next_dep(s, rid[st % CT_RECV_WINDOW]);
+                rid[st % CT_RECV_WINDOW] =
+                    rhi > rlo ? ct_recv(s, CT_BUF_TMP, base[j] + rlo, rhi - rlo, prev) : -1;
             }
         }
         sync0 = first, sync1 = s->nsteps;

@@ -21,6 +21,7 @@
 
 #include <stdlib.h>
 
+
 /* Reduce-scatter of [lo, hi) over a ring of dimension d in direction dir; data in RECV,
  * scratch in TMP at the same offsets. Leaves my block in [*nlo, *nhi). */
 /* the sends wait for steps [sync0, sync1) too (the previous level of every part) */
@@ -38,6 +39,9 @@ static void ring_rs(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64
     int next = ct_rank_with(t, me, d, ct_ring_pos(v + 1, n, dir));
     int prev = ct_rank_with(t, me, d, ct_ring_pos(v - 1, n, dir));
     int64_t len = hi - lo;
+    int rid[CT_RECV_WINDOW];
+    for (int w = 0; w < CT_RECV_WINDOW; w++)
+        rid[w] = -1;
     for (int st = 0; st < n - 1; st++) {
         int sb = ((v - st) % n + n) % n, rb = ((v - st - 1) % n + n) % n;
         int64_t slo = lo + ct_part_lo(len, n, sb), shi = lo + ct_part_lo(len, n, sb + 1);
@@ -47,9 +51,12 @@ static void ring_rs(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64
             ct_send(s, CT_BUF_RECV, slo, shi - slo, next);
         }
         if (rhi > rlo) {
-            ct_recv(s, CT_BUF_TMP, rlo, rhi - rlo, prev);
+            if (st >= CT_RECV_WINDOW)
+                ct_next_dep(s, rid[st % CT_RECV_WINDOW]);
+            rid[st % CT_RECV_WINDOW] = ct_recv(s, CT_BUF_TMP, rlo, rhi - rlo, prev);
             ct_reduce(s, 0, CT_BUF_RECV, rlo, CT_BUF_TMP, rlo, rhi - rlo);
-        }
+        } else
+            rid[st % CT_RECV_WINDOW] = -1;
     }
     int b = (v + 1) % n;
     *nlo = lo + ct_part_lo(len, n, b);
@@ -65,6 +72,9 @@ static void ring_ag(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64
     int next = ct_rank_with(t, me, d, ct_ring_pos(v + 1, n, dir));
     int prev = ct_rank_with(t, me, d, ct_ring_pos(v - 1, n, dir));
     int64_t len = hi - lo;
+    int rid[CT_RECV_WINDOW];
+    for (int w = 0; w < CT_RECV_WINDOW; w++)
+        rid[w] = -1;
     for (int st = 0; st < n - 1; st++) {
         int sb = ((v + 1 - st) % n + n) % n, rb = ((v - st) % n + n) % n;
         int64_t slo = lo + ct_part_lo(len, n, sb), shi = lo + ct_part_lo(len, n, sb + 1);
@@ -73,8 +83,9 @@ static void ring_ag(ct_sched *s, const ct_topo *t, int me, int d, int dir, int64
             sync_deps(s, sync0, sync1);
             ct_send(s, CT_BUF_RECV, slo, shi - slo, next);
         }
-        if (rhi > rlo)
-            ct_recv(s, CT_BUF_RECV, rlo, rhi - rlo, prev);
+        if (st >= CT_RECV_WINDOW)
+            ct_next_dep(s, rid[st % CT_RECV_WINDOW]);
+        rid[st % CT_RECV_WINDOW] = rhi > rlo ? ct_recv(s, CT_BUF_RECV, rlo, rhi - rlo, prev) : -1;
     }
 }
 

@@ -122,13 +122,12 @@ int ct_bcast_trees(ct_sched *s, const ct_topo *t, int me, int root, int64_t coun
         double per = (double) count / ncol * (double) elem_size;
         /* (chunks + depth - 1) * (chunk time + overhead), minimised */
         double cb = sqrt(per * (m.msg_overhead + m.hop_lat) * m.link_bw / depth);
-        /* at least 4 KiB (1 KiB for a colour's share under 64 KiB, where the pipeline's
-         * depth dominates): each message costs the executor a wait (and the simulator host
-         * time); on 8x8x8, 8 KiB chunks left 1 MiB at 50 % of the six-tree bound, the
-         * pipeline filling 22 hops deep */
-        double floor = per / 16 < 1024 ? 1024 : per / 16 > 4096 ? 4096 : per / 16;
-        if (cb < floor)
-            cb = floor;
+        /* at least 1 KiB: each message costs an executor a wait. The pipeline fills as deep
+         * as the trees (22 hops on 8x8x8, 46 on 16x16x16), so large chunks waste the links:
+         * 1 MiB on 8x8x8 took 1526 us in 4 KiB chunks, 1288 in 2 KiB, 1181 in 1 KiB (six-tree
+         * bound 999) in SMPI */
+        if (cb < 1024)
+            cb = 1024;
         chunk = (int64_t) (cb / (double) elem_size) + 1;
     }
     /* per colour: my parent and children ranks (node representatives) */
@@ -179,10 +178,13 @@ int ct_bcast_trees(ct_sched *s, const ct_topo *t, int me, int root, int64_t coun
             maxchunks = nch;
     }
     int myrep = node_rank(t, mc, rt);
-    int lastsend[6][6];
+    int lastsend[6][6], rid[6][CT_RECV_WINDOW];
     for (int ci = 0; ci < 6; ci++)
         for (int x = 0; x < 6; x++)
             lastsend[ci][x] = -1;
+    for (int ci = 0; ci < 6; ci++)
+        for (int w = 0; w < CT_RECV_WINDOW; w++)
+            rid[ci][w] = -1;
     /* chunk-major, colour-minor on every rank, so messages between two ranks come in the same
      * order on both sides */
     for (int64_t q = 0; q < maxchunks; q++) {
@@ -192,12 +194,15 @@ int ct_bcast_trees(ct_sched *s, const ct_topo *t, int me, int root, int64_t coun
             if (clo >= hi)
                 continue;
             ct_set_chan(s, ci);
-            if (!rep) {
-                ct_recv(s, CT_BUF_RECV, clo, chi - clo, myrep);
-                continue;
+            /* a chunk's receive is posted once the one CT_RECV_WINDOW before it arrived */
+            int from = rep ? parent[ci] : myrep;
+            if (from >= 0) {
+                if (q >= CT_RECV_WINDOW)
+                    ct_next_dep(s, rid[ci][q % CT_RECV_WINDOW]);
+                rid[ci][q % CT_RECV_WINDOW] = ct_recv(s, CT_BUF_RECV, clo, chi - clo, from);
             }
-            if (parent[ci] >= 0)
-                ct_recv(s, CT_BUF_RECV, clo, chi - clo, parent[ci]);
+            if (!rep)
+                continue;
             /* one chunk in flight per child: the next waits for this one's completion, so
              * a link carries chunks one after the other and each hop forwards as soon as a
              * chunk is whole (all at once, they would share the link and arrive together,

@@ -5,9 +5,14 @@
  *
  *   ctrun [--shape=8x8x8] [--coll=bcast,allreduce,...] [--sizes=8,1024,...] [--impl=ct,mpi]
  *         [--reps=N] [--root=R] [--check-mpi] [--window=N] [--chunk=BYTES] [--no-check]
+ *         [--shared]
  * --window and --chunk override the generators' choices (alltoall rounds in flight, bcast
  * chunk size), for tuning.
- * Every run's result is checked against the values it must have, ours and MPI's alike.
+ * Every run's result is checked against the values it must have, ours and MPI's alike,
+ * unless --no-check. --shared (SimGrid's SMPI only; implies --no-check): the user buffers of
+ * every rank are one SMPI_SHARED_MALLOC block, so 4096 simulated ranks fit in memory and SMPI
+ * copies no data (it skips copies from or to shared blocks); the data is then meaningless,
+ * and correctness rests on the symbolic tests and the checked runs at smaller shapes.
  * --check-mpi: every collective (reduce too) at a few sizes, root the last rank; exit 1 on
  * any wrong result. Elements are 8-byte integers (sums are exact); a size is in bytes per
  * rank (bcast, allreduce, allgather's block) or per pair (alltoall). */
@@ -24,6 +29,28 @@ static const int collid[] = { CT_COLL_BCAST, CT_COLL_ALLREDUCE, CT_COLL_REDUCE, 
 #define NCOLL 6
 
 static int rank, nranks;
+static int check = 1, shared = 0;
+
+/* the user buffers: private, or (--shared, SMPI) one block every rank shares */
+static void *buf_alloc(size_t n)
+{
+#ifdef SMPI_SHARED_MALLOC
+    if (shared)
+        return SMPI_SHARED_MALLOC(n);
+#endif
+    return malloc(n);
+}
+
+static void buf_free(void *p)
+{
+#ifdef SMPI_SHARED_MALLOC
+    if (shared) {
+        SMPI_SHARED_FREE(p);
+        return;
+    }
+#endif
+    free(p);
+}
 
 static int64_t val(int r, int64_t i)
 {
@@ -44,11 +71,12 @@ static long run(int c, int impl, const ct_topo *t, const ct_sched *s, int64_t co
     if (c == CT_COLL_ALLGATHER || c == CT_COLL_ALLTOALL)
         rlen = count * P;
     int64_t slen = c == CT_COLL_ALLTOALL ? count * P : count;
-    for (int64_t i = 0; i < slen; i++)
+    /* unchecked runs skip the filling: at 4096 simulated ranks it costs host time only */
+    for (int64_t i = 0; check && i < slen; i++)
         sb[i] = val(rank, i);
-    for (int64_t i = 0; i < rlen; i++)
+    for (int64_t i = 0; check && i < rlen; i++)
         rb[i] = -1;
-    if (c == CT_COLL_BCAST && rank == root)
+    if (check && c == CT_COLL_BCAST && rank == root)
         for (int64_t i = 0; i < count; i++)
             rb[i] = val(root, i);
     int rc;
@@ -86,7 +114,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     const char *shape = NULL, *collarg = "bcast,allreduce,allgather,alltoall,barrier";
     char sizes_s[512] = "8,1024,65536,1048576";
-    int impls = 3, reps = 1, root = 0, checkmpi = 0, check = 1;
+    int impls = 3, reps = 1, root = 0, checkmpi = 0;
     ct_params prm = { 0, 1, 0 };
     for (int a = 1; a < argc; a++) {
         if (!strncmp(argv[a], "--shape=", 8))
@@ -111,6 +139,8 @@ int main(int argc, char **argv)
             prm.chunk_elems = atoll(argv[a] + 8) / 8;
         else if (!strcmp(argv[a], "--no-check"))
             check = 0;
+        else if (!strcmp(argv[a], "--shared"))
+            shared = 1, check = 0;
         else if (!strncmp(argv[a], "--cfg=", 6))
             ;   /* SimGrid's, when smpirun passes them through */
         else {
@@ -118,6 +148,18 @@ int main(int argc, char **argv)
                 fprintf(stderr, "ctrun: unknown option %s\n", argv[a]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
+    }
+#ifndef SMPI_SHARED_MALLOC
+    if (shared) {
+        if (!rank)
+            fprintf(stderr, "ctrun: --shared needs SimGrid's SMPI (build with smpicc)\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+#endif
+    if (checkmpi && !check) {
+        if (!rank)
+            fprintf(stderr, "ctrun: --check-mpi checks data: not with --no-check or --shared\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (reps < 1 || root < 0 || root >= nranks) {
         if (!rank)
@@ -162,8 +204,8 @@ int main(int argc, char **argv)
             if (c == CT_COLL_BARRIER)
                 count = 0;
             int64_t big = count * ((c == CT_COLL_ALLGATHER || c == CT_COLL_ALLTOALL) ? nranks : 1);
-            int64_t *sb = malloc(sizeof(int64_t) * (size_t) (big ? big : 1));
-            int64_t *rb = malloc(sizeof(int64_t) * (size_t) (big ? big : 1));
+            int64_t *sb = buf_alloc(sizeof(int64_t) * (size_t) (big ? big : 1));
+            int64_t *rb = buf_alloc(sizeof(int64_t) * (size_t) (big ? big : 1));
             if (!sb || !rb) {
                 fprintf(stderr, "ctrun: out of memory\n");
                 MPI_Abort(MPI_COMM_WORLD, 1);
@@ -183,9 +225,12 @@ int main(int argc, char **argv)
                 long bad = 0;
                 for (int rp = 0; rp < reps; rp++) {
                     MPI_Barrier(MPI_COMM_WORLD);
-                    /* a barrier is timed over 10 calls in a row: a single one mostly measures
-                     * the skew the harness's own barrier left between ranks */
+                    /* a barrier is timed over 10 calls in a row, after one untimed call: a
+                     * single one mostly measures the skew the harness's own barrier left
+                     * between ranks, and each implementation leaves its own skew */
                     int inner = c == CT_COLL_BARRIER ? 10 : 1;
+                    if (c == CT_COLL_BARRIER && run(c, impl, &t, &s, count, root, sb, rb) < 0)
+                        bad = 1;
                     double t0 = MPI_Wtime();
                     long b = 0;
                     for (int in = 0; in < inner; in++)
@@ -235,8 +280,8 @@ int main(int argc, char **argv)
             }
             if (!na)
                 ct_sched_free(&s);
-            free(sb);
-            free(rb);
+            buf_free(sb);
+            buf_free(rb);
         }
     }
     ct_topo_free(&t);

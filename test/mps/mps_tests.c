@@ -120,30 +120,72 @@ static int rma(void)
     return native() && getenv("MPS_RMA") && !strcmp(getenv("MPS_RMA"), "1");
 }
 
+/* t_exhaust's steps, both back ends: the sender takes both buffers of the link's 2 x 1 MiB
+ * pool, finds it exhausted (all held by the application: a blocking get could never end, so
+ * it is an error), waits for the receiver to see its own pool empty, and sends both */
+static MPS_pool_t exhaust_send_two(MPI_Comm c, int *bs, void *b[2])
+{
+    MPS_pool_t p;
+    int bc = 0;
+    void *x;
+    *bs = 0;
+    EXPECT(MPS_Buf_pool_init(c, MPS_SND, bs, &bc, &p), MPS_SUCCESS);
+    CHECK(*bs == 1 << 20 && bc == 2, "pool %d x %d, not the link's 2 x 1 MiB", bc, *bs);
+    EXPECT(MPS_Buf_get(p, &b[0]), MPS_SUCCESS);
+    EXPECT(MPS_Buf_get(p, &b[1]), MPS_SUCCESS);
+    EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
+    EXPECT(MPS_Buf_tryget(p, &x), EEMPTY);
+    EXPECT(MPS_Buf_get(p, &x), MPS_ERR_BUSY);
+    DETAIL_HAS("holds all 2 buffers");
+    EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_BUSY);
+    MPI_Barrier(MPI_COMM_WORLD);     /* the receiver has seen its pool empty */
+    for (int i = 0; i < 2; i++) {
+        fill(b[i], *bs, i);
+        EXPECT(MPS_Buf_send(p, b[i], *bs, 10 + i), MPS_SUCCESS);
+    }
+    return p;
+}
+
+/* the receiver's pool, empty (nothing sent yet: a deadline passes) */
+static MPS_pool_t exhaust_recv_pool(MPI_Comm c, int *bs)
+{
+    MPS_pool_t p;
+    int bc = 0;
+    void *x;
+    *bs = 0;
+    EXPECT(MPS_Buf_pool_init(c, MPS_RCV, bs, &bc, &p), MPS_SUCCESS);
+    EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
+    EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_TIMEOUT);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return p;
+}
+
+/* the receiver takes the two messages and holds both buffers: its pool is exhausted */
+static void exhaust_take_two(MPS_pool_t p, int bs, void *b[2])
+{
+    void *x;
+    for (int i = 0; i < 2; i++) {
+        int bytes, tag;
+        EXPECT(MPS_Buf_get(p, &b[i]), MPS_SUCCESS);
+        EXPECT(MPS_Buf_received(p, b[i], &bytes, &tag), MPS_SUCCESS);
+        CHECK(bytes == bs && tag == 10 + i, "message %d: %d bytes, tag %d", i, bytes, tag);
+        check_fill(b[i], bs, i);
+    }
+    EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
+    EXPECT(MPS_Buf_get(p, &x), MPS_ERR_BUSY);      /* it holds both */
+}
+
 /* the native back end lends buffers: a send pool's buffer comes back when the receiver
  * releases it, so the sender's get waits for the receiver's release (zero copy: no other
  * buffer holds the data meanwhile) */
 static void t_exhaust_native(MPI_Comm c)
 {
     MPS_pool_t p;
-    int bs = 0, bc = 0;
+    int bs = 0;
     void *b[2], *x;
     long long h, cp;
     if (wrank == 0) {
-        EXPECT(MPS_Buf_pool_init(c, MPS_SND, &bs, &bc, &p), MPS_SUCCESS);
-        CHECK(bs == 1 << 20 && bc == 2, "pool %d x %d, not the link's 2 x 1 MiB", bc, bs);
-        EXPECT(MPS_Buf_get(p, &b[0]), MPS_SUCCESS);
-        EXPECT(MPS_Buf_get(p, &b[1]), MPS_SUCCESS);
-        EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
-        EXPECT(MPS_Buf_tryget(p, &x), EEMPTY);
-        EXPECT(MPS_Buf_get(p, &x), MPS_ERR_BUSY);
-        DETAIL_HAS("holds all 2 buffers");
-        EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_BUSY);
-        MPI_Barrier(MPI_COMM_WORLD);     /* the receiver has seen its pool empty */
-        for (int i = 0; i < 2; i++) {
-            fill(b[i], bs, i);
-            EXPECT(MPS_Buf_send(p, b[i], bs, 10 + i), MPS_SUCCESS);
-        }
+        p = exhaust_send_two(c, &bs, b);
         /* both lent: none comes back before the receiver releases one */
         EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
         EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_TIMEOUT);
@@ -166,20 +208,9 @@ static void t_exhaust_native(MPI_Comm c)
         CHECK(h == 4 && cp == 0, "send pool: %lld hand-offs, %lld bytes copied (expected 4, 0)", h, cp);
         finalize_send_pool(p);
     } else {
-        EXPECT(MPS_Buf_pool_init(c, MPS_RCV, &bs, &bc, &p), MPS_SUCCESS);
-        EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
-        EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_TIMEOUT);
-        MPI_Barrier(MPI_COMM_WORLD);
+        p = exhaust_recv_pool(c, &bs);
         ctl_recv();
-        for (int i = 0; i < 2; i++) {
-            int bytes, tag;
-            EXPECT(MPS_Buf_get(p, &b[i]), MPS_SUCCESS);
-            EXPECT(MPS_Buf_received(p, b[i], &bytes, &tag), MPS_SUCCESS);
-            CHECK(bytes == bs && tag == 10 + i, "message %d: %d bytes, tag %d", i, bytes, tag);
-            check_fill(b[i], bs, i);
-        }
-        EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
-        EXPECT(MPS_Buf_get(p, &x), MPS_ERR_BUSY);      /* it holds both */
+        exhaust_take_two(p, bs, b);
         *(int *)b[1] = 0x5eed;                          /* the application owns it: may write */
         EXPECT(MPS_Buf_release(p, b[1]), MPS_SUCCESS);
         int bytes, tag;
@@ -231,24 +262,10 @@ static void t_exhaust(void)
         return;
     }
     MPS_pool_t p;
-    int bs = 0, bc = 0;
+    int bs = 0;
     void *b[2], *x;
     if (wrank == 0) {
-        EXPECT(MPS_Buf_pool_init(c, MPS_SND, &bs, &bc, &p), MPS_SUCCESS);
-        CHECK(bs == 1 << 20 && bc == 2, "pool %d x %d, not the link's 2 x 1 MiB", bc, bs);
-        EXPECT(MPS_Buf_get(p, &b[0]), MPS_SUCCESS);
-        EXPECT(MPS_Buf_get(p, &b[1]), MPS_SUCCESS);
-        EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
-        EXPECT(MPS_Buf_tryget(p, &x), EEMPTY);
-        /* all held by the application: waiting could never end */
-        EXPECT(MPS_Buf_get(p, &x), MPS_ERR_BUSY);
-        DETAIL_HAS("holds all 2 buffers");
-        EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_BUSY);
-        MPI_Barrier(MPI_COMM_WORLD);     /* the receiver has seen its pool empty */
-        for (int i = 0; i < 2; i++) {
-            fill(b[i], bs, i);
-            EXPECT(MPS_Buf_send(p, b[i], bs, 10 + i), MPS_SUCCESS);
-        }
+        p = exhaust_send_two(c, &bs, b);
         /* back once the receiver's pre-posted receives took them */
         for (int i = 0; i < 2; i++) {
             EXPECT(MPS_Buf_get(p, &b[i]), MPS_SUCCESS);
@@ -265,19 +282,8 @@ static void t_exhaust(void)
         ctl_recv();
         finalize_send_pool(p);
     } else {
-        EXPECT(MPS_Buf_pool_init(c, MPS_RCV, &bs, &bc, &p), MPS_SUCCESS);
-        EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
-        EXPECT(MPS_Buf_get_timeout(p, &x, 0.1), MPS_ERR_TIMEOUT);
-        MPI_Barrier(MPI_COMM_WORLD);
-        for (int i = 0; i < 2; i++) {
-            int bytes, tag;
-            EXPECT(MPS_Buf_get(p, &b[i]), MPS_SUCCESS);
-            EXPECT(MPS_Buf_received(p, b[i], &bytes, &tag), MPS_SUCCESS);
-            CHECK(bytes == bs && tag == 10 + i, "message %d: %d bytes, tag %d", i, bytes, tag);
-            check_fill(b[i], bs, i);
-        }
-        EXPECT(MPS_Buf_tryget(p, &x), MPS_EEMPTY);
-        EXPECT(MPS_Buf_get(p, &x), MPS_ERR_BUSY);      /* it holds both: no receive is posted */
+        p = exhaust_recv_pool(c, &bs);
+        exhaust_take_two(p, bs, b);     /* no receive is posted now */
         ctl_send();
         ctl_recv();     /* the sender saw its pool empty */
         for (int i = 0; i < 2; i++) {

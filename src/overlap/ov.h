@@ -109,6 +109,9 @@ extern __thread int ov_is_owner;
 /* 1 while the owner runs application code: a page MPI's other threads must open then is
  * opened only with the owner parked (ov_signal.c); written by the owner only */
 extern volatile int ov_owner_out;
+/* odd while the owner takes finished requests out of the table and has not yet opened
+ * their pages (complete_sel): pages protected then need not be ours any more */
+extern volatile unsigned ov_tab_seq;
 
 /* ov_page.c */
 void ov_page_init(void);

@@ -33,6 +33,7 @@ struct ov_state ov;
 __thread int ov_in_lib;
 __thread int ov_is_owner;
 volatile int ov_owner_out;
+volatile unsigned ov_tab_seq;
 
 static inline uintptr_t pg_of(const void *p) { return (uintptr_t)p / ov.page; }
 static inline char *pg_addr(uintptr_t pg) { return (char *)(pg * ov.page); }
@@ -185,7 +186,10 @@ static int complete_sel(const unsigned char *sel)
             if (done[k].prot && !done[k].chained)
                 ov_site_score(done[k].site, t - done[k].t_ret);
     }
-    /* out of the table first, so "covered" below sees only what stays in flight */
+    /* out of the table first, so "covered" below sees only what stays in flight. Until the
+     * pages are open, a fault by another thread finds them protected but not ours: the odd
+     * ov_tab_seq tells its handler to wait and retry (ov_signal.c) */
+    __atomic_add_fetch(&ov_tab_seq, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < OV_MAXREQ; i++)
         if (sel[i] && ov.table[i].kind != OV_FREE) {
             ov.table[i].kind = OV_FREE;
@@ -206,6 +210,7 @@ static int complete_sel(const unsigned char *sel)
             set_prot(r->pg0, r->pg1, PROT_READ | PROT_WRITE);
         fix[k] = (unsigned char)shared;
     }
+    __atomic_add_fetch(&ov_tab_seq, 1, __ATOMIC_SEQ_CST);
     for (int k = 0; k < n; k++) {
         struct ov_req *r = &done[k];
         if (r->kind != OV_RECV)

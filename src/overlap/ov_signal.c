@@ -86,6 +86,26 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
         errno = saved;
         return;
     }
+    /* A fault on a page that was ours when it was taken but is not now: another thread
+     * faulted while the owner was completing that page's request (out of the table already,
+     * the page not yet open: wait until the owner is through; there is no MPI call in that
+     * stretch, so it cannot be waiting for us), or the owner's own fault was delivered
+     * together with the park signal, whose handler ran first and completed the request.
+     * Run the instruction again, once per table state: a second fault at the same address
+     * with the table unchanged is a real one. */
+    if (si->si_code == SEGV_ACCERR && ov.page) {
+        static __thread uintptr_t last_addr;
+        static __thread unsigned last_seq;
+        unsigned s;
+        while (((s = __atomic_load_n(&ov_tab_seq, __ATOMIC_SEQ_CST)) & 1) && !ov_is_owner)
+            __builtin_ia32_pause();
+        if (last_addr != (uintptr_t)si->si_addr || last_seq != s) {
+            last_addr = (uintptr_t)si->si_addr;
+            last_seq = s;
+            errno = saved;
+            return;
+        }
+    }
     errno = saved;
     to_application(sig, si, uc);
 }

@@ -12,7 +12,10 @@
  * direct (amlapi_rma_direct_puts/gets grow), with it 0 none is -- except when every rank
  * shares one node and MPIR_CVAR_AMLAPI_RMA_SHM and _RMA_SHM_COPY are on: then every window
  * but the dynamic one is a shared-memory window (MPI_Win_create memory by single copy,
- * amlapi_rma_shm_single_copy_ops grows) and none is direct. Prints "rma: N errors".
+ * amlapi_rma_shm_single_copy_ops grows) and none is direct. Native RMA messages' target
+ * datatype cache: 40 strided types put twice each to a neighbour, shipped whole then named
+ * by slot, the first replaced and shipped again (amlapi_rma_am_types_shipped/_cached).
+ * Prints "rma: N errors".
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -225,7 +228,7 @@ static void one_case(win_t * w, int sync, int dt, MPI_Datatype vec)
 
 int main(int argc, char **argv)
 {
-    int size, total, direct, any_direct, all_direct;
+    int size, total, direct, any_direct, all_direct, native_am;
     unsigned long long vpeers, single_copy;
     MPI_Comm node;
     MPI_Datatype vec;
@@ -252,6 +255,9 @@ int main(int argc, char **argv)
         size > 1 && node_size == size;
     if (shm_all)
         any_direct = 0;
+    /* MPI_Win_create windows send native RMA messages for what is not direct, unless in
+     * shared memory */
+    native_am = cvar_int("MPIR_CVAR_AMLAPI_RMA_AM") == 1 && direct == 1 && !shm_all;
     cp0 = pvar_read("amlapi_rma_shm_single_copy_ops");
     MPI_Type_vector(S, 1, 2, MPI_INT, &vec);
     MPI_Type_commit(&vec);
@@ -306,6 +312,63 @@ int main(int argc, char **argv)
                 }
         win_close(&w);
         free(src);
+        free(back);
+    }
+
+    /* The target datatype cache of native RMA messages (amlapi_rma_am.c): 40 distinct strided
+     * target types, each put twice to the next rank (shipped whole, then by its slot), then
+     * the first again (replaced meanwhile among the 32 slots: shipped whole again) and the
+     * last (still held); every element read back by a contiguous get */
+    if (size > 1) {
+        win_t w;
+        const int nt = 40, cnt = 4, span = cnt * (nt + 2);
+        int t = (rank + 1) % size, src[4], *back = malloc(span * sizeof(int));
+        unsigned long long sh0 = pvar_read("amlapi_rma_am_types_shipped");
+        unsigned long long ca0 = pvar_read("amlapi_rma_am_types_cached"), sh, ca;
+        MPI_Datatype ty[40];
+        w.kind = K_CREATE;
+        w.comm = MPI_COMM_WORLD;
+        w.n = size;
+        w.me = rank;
+        w.bases = NULL;
+        w.mem = calloc(span, sizeof(int));
+        MPI_Win_create(w.mem, span * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD,
+                       &w.win);
+        for (int k = 0; k < nt; k++) {
+            MPI_Type_vector(cnt, 1, k + 2, MPI_INT, &ty[k]);
+            MPI_Type_commit(&ty[k]);
+        }
+        MPI_Win_lock_all(0, w.win);
+        for (int k = 0; k <= nt + 1; k++) {
+            int ty_k = k < nt ? k : k == nt ? 0 : nt - 1;
+            for (int rep = 0; rep < (k < nt ? 2 : 1); rep++) {
+                for (int i = 0; i < cnt; i++)
+                    src[i] = val(rank, t, 100 * k + 10 * rep + i);
+                MPI_Put(src, cnt, MPI_INT, t, 0, 1, ty[ty_k], w.win);
+                MPI_Win_flush(t, w.win);
+                MPI_Get(back, span, MPI_INT, t, 0, span, MPI_INT, w.win);
+                MPI_Win_flush(t, w.win);
+                for (int i = 0; i < cnt; i++)
+                    if (back[i * (ty_k + 2)] != src[i]) {
+                        ERR("datatype cache: put %d (stride %d, repeat %d) to %d: element %d "
+                            "is %d, want %d", k, ty_k + 2, rep, t, i, back[i * (ty_k + 2)],
+                            src[i]);
+                        break;
+                    }
+            }
+        }
+        MPI_Win_unlock_all(w.win);
+        sh = pvar_read("amlapi_rma_am_types_shipped") - sh0;
+        ca = pvar_read("amlapi_rma_am_types_cached") - ca0;
+        if (native_am && (sh != (unsigned) nt + 1 || ca != (unsigned) nt + 1))
+            ERR("datatype cache: %llu target types shipped and %llu named by slot, want %d "
+                "and %d", sh, ca, nt + 1, nt + 1);
+        if (!native_am && (sh || ca))
+            ERR("datatype cache: no native RMA messages here, yet %llu types shipped and %llu "
+                "named", sh, ca);
+        for (int k = 0; k < nt; k++)
+            MPI_Type_free(&ty[k]);
+        win_close(&w);
         free(back);
     }
 

@@ -16,11 +16,14 @@
  *    MPI_ERR_RMA_SYNC; a put past a target's window end returns MPI_ERR_RMA_RANGE and writes
  *    nothing, and so does an accumulate, on a shared-memory window too (its neighbour's
  *    memory is in the same segment);
+ *  - accumulate ordering across paths: MPI_REPLACE accumulates to one element alternating
+ *    small (native amlapi messages) and 128 KiB ones (MPIDIG's): the last one wins;
  *  - the path: windows whose ranks all share a node with MPIR_CVAR_AMLAPI_RMA_SHM on
  *    (MPI_Win_allocate(_shared); MPI_Win_create too with MPIR_CVAR_AMLAPI_RMA_SHM_COPY,
  *    when vnode's single copy works and MPIR_CVAR_AMLAPI_RMA_DIRECT is on) count their operations in
  *    amlapi_rma_shm_ops/_atomics, others do not; amlapi_rma_shm_single_copy_ops grows for
- *    MPI_Win_create ones only.
+ *    MPI_Win_create ones only; the others send native RMA messages (amlapi_rma_am_ops) unless
+ *    MPIR_CVAR_AMLAPI_RMA_AM or _RMA_DIRECT is 0.
  * Prints "rma_atomic: N errors".
  */
 #include <mpi.h>
@@ -122,6 +125,55 @@ static void test_accumulate(win_t * w, MPI_Datatype stride2)
                 kname[w->kind], i, w->mem[W_STR + 2 * i], w->mem[W_STR + 2 * i + 1], want);
     }
     MPI_Win_unlock(w->me, w->win);
+}
+
+/* MPI_REPLACE accumulates from one origin to one element, alternately a small one (amlapi's
+ * native RMA messages) and one of BIGACC elements that also covers it (above the eager
+ * limit: MPIDIG's path): MPI's default accumulate_ordering makes the last one win, across
+ * the two paths too. A window of the same kind, with room for the large ones. */
+#define BIGACC (16 * 1024)      /* longs: 128 KiB */
+static void test_order(int kind, MPI_Comm node)
+{
+    const int reps = 40;
+    win_t w;
+    MPI_Aint bytes;
+    long *v = malloc(BIGACC * sizeof(long));
+    int t, o;
+    w.kind = kind;
+    w.comm = kind == K_SHARED ? node : MPI_COMM_WORLD;
+    MPI_Comm_size(w.comm, &w.n);
+    MPI_Comm_rank(w.comm, &w.me);
+    bytes = (MPI_Aint) w.n * BIGACC * sizeof(long);
+    w.own = NULL;
+    if (kind == K_CREATE) {
+        w.own = calloc(1, bytes);
+        w.mem = w.own;
+        MPI_Win_create(w.mem, bytes, sizeof(long), MPI_INFO_NULL, w.comm, &w.win);
+    } else if (kind == K_ALLOCATE) {
+        MPI_Win_allocate(bytes, sizeof(long), MPI_INFO_NULL, w.comm, &w.mem, &w.win);
+    } else {
+        MPI_Win_allocate_shared(bytes, sizeof(long), MPI_INFO_NULL, w.comm, &w.mem, &w.win);
+    }
+    t = (w.me + 1) % w.n;
+    o = (w.me + w.n - 1) % w.n;
+    MPI_Win_lock_all(0, w.win);
+    for (int i = 1; i <= reps; i++) {
+        for (int k = 0; k < (i % 2 ? 1 : BIGACC); k++)
+            v[k] = 1000L * w.me + i;
+        MPI_Accumulate(v, i % 2 ? 1 : BIGACC, MPI_LONG, t, (MPI_Aint) w.me * BIGACC,
+                       i % 2 ? 1 : BIGACC, MPI_LONG, MPI_REPLACE, w.win);
+    }
+    MPI_Win_unlock_all(w.win);
+    MPI_Barrier(w.comm);
+    MPI_Win_lock(MPI_LOCK_SHARED, w.me, 0, w.win);
+    if (w.mem[(MPI_Aint) o * BIGACC] != 1000L * o + reps ||
+        w.mem[(MPI_Aint) o * BIGACC + 1] != 1000L * o + reps)
+        ERR("%s: after alternating small and %d-element REPLACE accumulates from rank %d, the "
+            "first elements are %ld and %ld, want %ld (the last)", kname[kind], BIGACC, o,
+            w.mem[(MPI_Aint) o * BIGACC], w.mem[(MPI_Aint) o * BIGACC + 1], 1000L * o + reps);
+    MPI_Win_unlock(w.me, w.win);
+    win_close(&w);
+    free(v);
 }
 
 static void test_accumulate_active(win_t * w)
@@ -310,6 +362,7 @@ int main(int argc, char **argv)
     int size, node_size, total, rma_shm, by_copy;
     MPI_Comm node;
     MPI_Datatype stride2;
+    int am;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -324,10 +377,13 @@ int main(int argc, char **argv)
     MPI_Comm_size(node, &node_size);
     MPI_Type_vector(E, 1, 2, MPI_LONG, &stride2);
     MPI_Type_commit(&stride2);
+    /* native RMA messages: operations on contiguous targets in windows that are not in
+     * shared memory (they need the window's memory exposed: RMA_DIRECT) */
+    am = cvar_int("MPIR_CVAR_AMLAPI_RMA_AM") == 1 && cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT") == 1;
 
     for (int k = 0; k < K_COUNT; k++) {
         win_t w;
-        unsigned long long ops0, acc0, ops, acc, cp0, cp;
+        unsigned long long ops0, acc0, ops, acc, cp0, cp, am0, amops;
         int n, shm;
         win_open(&w, k, node);
         n = w.n;
@@ -337,7 +393,10 @@ int main(int argc, char **argv)
         cp0 = pvar_read("amlapi_rma_shm_single_copy_ops");
         ops0 = pvar_read("amlapi_rma_shm_ops");
         acc0 = pvar_read("amlapi_rma_shm_atomics");
+        am0 = pvar_read("amlapi_rma_am_ops");
         test_accumulate(&w, stride2);
+        if (n > 1)
+            test_order(k, node);
         test_accumulate_active(&w);
         test_fetch_and_op(&w);
         test_cas_mutex(&w);
@@ -345,6 +404,12 @@ int main(int argc, char **argv)
         ops = pvar_read("amlapi_rma_shm_ops") - ops0;
         acc = pvar_read("amlapi_rma_shm_atomics") - acc0;
         cp = pvar_read("amlapi_rma_shm_single_copy_ops") - cp0;
+        amops = pvar_read("amlapi_rma_am_ops") - am0;
+        if (!shm && am && n > 1 && amops == 0)
+            ERR("%s: native RMA messages are on, yet none was sent", kname[k]);
+        if ((shm || !am) && amops)
+            ERR("%s: %llu native RMA messages sent, want none (%s)", kname[k], amops,
+                shm ? "a shared-memory window" : "MPIR_CVAR_AMLAPI_RMA_AM or _RMA_DIRECT off");
         if (shm && k == K_CREATE && cp == 0)
             ERR("%s: a shared-memory window of MPI_Win_create memory, yet no single copy "
                 "counted", kname[k]);

@@ -35,7 +35,8 @@ enum {
     MPIDI_AMLAPI_H_MPIDIG = 0,  /* MPICH's generic active messages (MPIDIG) */
     MPIDI_AMLAPI_H_P2P,         /* native MPI point-to-point (amlapi_match.c) */
     MPIDI_AMLAPI_H_CTRL,        /* its control messages: sync ack, cancel */
-    MPIDI_AMLAPI_H_DYNPROC      /* MPICH's connect/accept handshake (amlapi_spawn.c) */
+    MPIDI_AMLAPI_H_DYNPROC,     /* MPICH's connect/accept handshake (amlapi_spawn.c) */
+    MPIDI_AMLAPI_H_RMA          /* native RMA operations and their answers (amlapi_rma_am.c) */
 };
 
 /* What precedes MPIDIG's own header in the aml user header. 8 bytes, so the MPIDIG header
@@ -156,6 +157,10 @@ int MPIDI_AMLAPI_torus_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Dat
 int MPIDI_AMLAPI_torus_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag, MPIR_Request ** req,
                                int *done);
 int MPIDI_AMLAPI_rma_wait(MPIR_Win * win);
+/* amlapi_rma_am.c: registers the native RMA messages' handler */
+int MPIDI_AMLAPI_rma_am_init(void);
+/* ... and frees the datatypes kept for other ranks' messages */
+void MPIDI_AMLAPI_rma_am_finalize(void);
 int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
 int MPIDI_AMLAPI_progress_blocked(int events);
 int MPIDI_AMLAPI_coproc_progressed(int events);

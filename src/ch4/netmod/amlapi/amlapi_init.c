@@ -584,6 +584,8 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_AMLAPI_spawn_init();
     MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_AMLAPI_rma_am_init();
+    MPIR_ERR_CHECK(mpi_errno);
     /* aml carries the whole tag in its header: no tag bits are taken for matching */
     *tag_bits = MPIR_TAG_BITS_DEFAULT;
 
@@ -702,6 +704,7 @@ int MPIDI_AMLAPI_mpi_finalize_hook(void)
 
     MPIDI_AMLAPI_fault_finalize();
     MPIDI_AMLAPI_coll_finalize();
+    MPIDI_AMLAPI_rma_am_finalize();
     /* aml_quiesce runs aml's two finalize rounds with every peer (nothing can reach a closed
      * endpoint after it); the PMI barrier then keeps every worker alive until all ranks have
      * closed their endpoints to it */

@@ -787,8 +787,9 @@ static inline int acc_fast(MPI_Datatype dt, MPI_Op op, const void *origin, char 
 /* Applies origin (op) to the target's memory; the caller holds the target's mutex. The
  * origin datatype is a predefined one or built of one predefined type (MPI's rule for
  * accumulates); a derived one is packed first, as MPIR_Typerep_op wants. */
-static int apply(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                 char *addr, int target_count, MPI_Datatype target_datatype, MPI_Op op)
+int MPIDI_AMLAPI_rma_apply(const void *origin_addr, int origin_count,
+                           MPI_Datatype origin_datatype, char *addr, int target_count,
+                           MPI_Datatype target_datatype, MPI_Op op)
 {
     int mpi_errno = MPI_SUCCESS;
     MPIR_Datatype *dtp;
@@ -871,8 +872,8 @@ static int acc_by_copy(struct shm_target *t, const void *origin_addr, int origin
                 mpi_errno = MPIR_Typerep_unpack(tmp, bytes, work, n_elem, basic, 0, &n);
         }
         if (mpi_errno == MPI_SUCCESS)
-            mpi_errno = apply(origin_addr, origin_count, origin_datatype, work, n_elem, basic,
-                              op);
+            mpi_errno = MPIDI_AMLAPI_rma_apply(origin_addr, origin_count, origin_datatype, work,
+                                               n_elem, basic, op);
         if (mpi_errno == MPI_SUCCESS && work != tmp)
             mpi_errno = MPIR_Typerep_pack(work, n_elem, basic, 0, tmp, bytes, &n);
         if (mpi_errno == MPI_SUCCESS)
@@ -901,6 +902,17 @@ int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype
     MPI_Aint bytes;
 
     if (!s) {
+        int handled;
+        mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, origin_count, origin_datatype, NULL, 0,
+                                        MPI_DATATYPE_NULL, target_rank, target_disp,
+                                        target_count, target_datatype, op, win, request, 0,
+                                        &handled);
+        if (handled || mpi_errno)
+            return mpi_errno;
+        /* after the native ones: MPI's accumulate ordering */
+        mpi_errno = MPIDI_AMLAPI_am_order(win);
+        if (mpi_errno)
+            return mpi_errno;
         if (request)
             return MPIDIG_mpi_raccumulate(origin_addr, origin_count, origin_datatype,
                                           target_rank, target_disp, target_count,
@@ -919,8 +931,8 @@ int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype
         pv_acc++;
     } else if (bytes > 0) {
         acc_enter(t->ctl);
-        mpi_errno = apply(origin_addr, origin_count, origin_datatype, addr, target_count,
-                          target_datatype, op);
+        mpi_errno = MPIDI_AMLAPI_rma_apply(origin_addr, origin_count, origin_datatype, addr,
+                                           target_count, target_datatype, op);
         acc_exit(t->ctl);
         MPIR_ERR_CHECK(mpi_errno);
         pv_acc++;
@@ -945,6 +957,16 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
     MPI_Aint bytes;
 
     if (!s) {
+        int handled;
+        mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, origin_count, origin_datatype, result_addr,
+                                        result_count, result_datatype, target_rank, target_disp,
+                                        target_count, target_datatype, op, win, request, 1,
+                                        &handled);
+        if (handled || mpi_errno)
+            return mpi_errno;
+        mpi_errno = MPIDI_AMLAPI_am_order(win);
+        if (mpi_errno)
+            return mpi_errno;
         if (request)
             return MPIDIG_mpi_rget_accumulate(origin_addr, origin_count, origin_datatype,
                                               result_addr, result_count, result_datatype,
@@ -972,8 +994,8 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
             mpi_errno = MPIR_Localcopy(addr, target_count, target_datatype, result_addr,
                                        result_count, result_datatype);
         if (mpi_errno == MPI_SUCCESS)
-            mpi_errno = apply(origin_addr, origin_count, origin_datatype, addr, target_count,
-                              target_datatype, op);
+            mpi_errno = MPIDI_AMLAPI_rma_apply(origin_addr, origin_count, origin_datatype, addr,
+                                               target_count, target_datatype, op);
         acc_exit(t->ctl);
         MPIR_ERR_CHECK(mpi_errno);
         pv_acc++;
@@ -1066,9 +1088,18 @@ static inline int acc_fast(MPI_Datatype dt, MPI_Op op, const void *origin, char 
 int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
                          int target_rank, MPI_Aint target_disp, MPI_Op op, MPIR_Win * win)
 {
-    if (!shmwin(win))
+    if (!shmwin(win)) {
+        int handled;
+        int mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, 1, datatype, result_addr, 1, datatype,
+                                            target_rank, target_disp, 1, datatype, op, win, NULL,
+                                            1, &handled);
+        if (!handled && !mpi_errno)
+            mpi_errno = MPIDI_AMLAPI_am_order(win);
+        if (handled || mpi_errno)
+            return mpi_errno;
         return MPIDIG_mpi_fetch_and_op(origin_addr, result_addr, datatype, target_rank,
                                        target_disp, op, win);
+    }
     return MPIDI_AMLAPI_rma_get_acc(origin_addr, 1, datatype, result_addr, 1, datatype,
                                     target_rank, target_disp, 1, datatype, op, win, NULL);
 }
@@ -1083,9 +1114,17 @@ int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void
     char *addr;
     MPI_Aint bytes;
 
-    if (!s)
+    if (!s) {
+        int handled;
+        mpi_errno = MPIDI_AMLAPI_am_cas(origin_addr, compare_addr, result_addr, datatype,
+                                        target_rank, target_disp, win, &handled);
+        if (!handled && !mpi_errno)
+            mpi_errno = MPIDI_AMLAPI_am_order(win);
+        if (handled || mpi_errno)
+            return mpi_errno;
         return MPIDIG_mpi_compare_and_swap(origin_addr, compare_addr, result_addr, datatype,
                                            target_rank, target_disp, win);
+    }
     mpi_errno = target_of(win, s, target_rank, target_disp, 1, datatype, &t, &addr, &bytes);
     MPIR_ERR_CHECK(mpi_errno);
     if (bytes > 0 && t->key) {

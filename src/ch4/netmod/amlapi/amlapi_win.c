@@ -260,8 +260,9 @@ int MPIDI_AMLAPI_rma_cmpl(MPIR_Win * win)
 }
 
 /* The target's address for target_disp and the transfer's bytes, or MPI_ERR_RMA_RANGE. */
-static int target_addr(const struct MPIDI_AMLAPI_win_target *t, MPI_Aint target_disp,
-                       MPI_Aint true_lb, size_t bytes, uint64_t * addr)
+int MPIDI_AMLAPI_win_target_addr(const struct MPIDI_AMLAPI_win_target *t,
+                                 MPI_Aint target_disp, MPI_Aint true_lb, size_t bytes,
+                                 uint64_t * addr)
 {
     int mpi_errno = MPI_SUCCESS;
     int64_t off = (int64_t) target_disp * t->disp_unit + true_lb;
@@ -328,7 +329,8 @@ static int plan(MPIR_Win * win, int origin_count, MPI_Datatype origin_datatype,
     MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
     p->t = &w->targets[target_rank];
     if (p->bytes > 0)
-        mpi_errno = target_addr(p->t, target_disp, target_true_lb, p->bytes, &p->raddr);
+        mpi_errno = MPIDI_AMLAPI_win_target_addr(p->t, target_disp, target_true_lb, p->bytes,
+                                                 &p->raddr);
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -412,6 +414,13 @@ int MPIDI_AMLAPI_rma_put(const void *origin_addr, int origin_count,
                      target_count, target_datatype, &p, &generic);
     MPIR_ERR_CHECK(mpi_errno);
     if (generic) {
+        int handled;
+        /* a contiguous target: one native message (amlapi_rma_am.c) */
+        mpi_errno = MPIDI_AMLAPI_am_put(origin_addr, origin_count, origin_datatype, target_rank,
+                                        target_disp, target_count, target_datatype, win, request,
+                                        &handled);
+        if (handled || mpi_errno)
+            return mpi_errno;
         if (request)
             return MPIDIG_mpi_rput(origin_addr, origin_count, origin_datatype, target_rank,
                                    target_disp, target_count, target_datatype, win, request);
@@ -464,6 +473,13 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
                      target_count, target_datatype, &p, &generic);
     MPIR_ERR_CHECK(mpi_errno);
     if (generic) {
+        int handled;
+        /* a contiguous target: one native message (amlapi_rma_am.c) */
+        mpi_errno = MPIDI_AMLAPI_am_get(origin_addr, origin_count, origin_datatype, target_rank,
+                                        target_disp, target_count, target_datatype, win, request,
+                                        &handled);
+        if (handled || mpi_errno)
+            return mpi_errno;
         if (request)
             return MPIDIG_mpi_rget(origin_addr, origin_count, origin_datatype, target_rank,
                                    target_disp, target_count, target_datatype, win, request);
@@ -510,6 +526,7 @@ void MPIDI_AMLAPI_win_pvars(void)
         return;
     registered = 1;
     MPIDI_AMLAPI_shm_win_pvars();
+    MPIDI_AMLAPI_rma_am_pvars();
     MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
                               "amlapi_rma_direct_puts", &pv_puts, 1, MPI_T_ENUM_NULL,
                               MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,

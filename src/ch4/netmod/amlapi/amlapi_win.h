@@ -51,5 +51,34 @@ int MPIDI_AMLAPI_shm_get(void *origin_addr, int origin_count, MPI_Datatype origi
                          int target_rank, MPI_Aint target_disp, int target_count,
                          MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request);
 void MPIDI_AMLAPI_shm_win_pvars(void);
+/* applies (origin) to the target's (count, dt) at addr with op, here */
+int MPIDI_AMLAPI_rma_apply(const void *origin_addr, int origin_count,
+                           MPI_Datatype origin_datatype, char *addr, int target_count,
+                           MPI_Datatype target_datatype, MPI_Op op);
+
+/* amlapi_win.c: the target's address for target_disp, or MPI_ERR_RMA_RANGE */
+int MPIDI_AMLAPI_win_target_addr(const struct MPIDI_AMLAPI_win_target *t, MPI_Aint target_disp,
+                                 MPI_Aint true_lb, size_t bytes, uint64_t * addr);
+
+/* amlapi_rma_am.c: native RMA messages. *handled = 0: the operation is not one of theirs
+ * (the caller hands it to MPIDIG, after MPIDI_AMLAPI_am_order for an accumulate) */
+void MPIDI_AMLAPI_rma_am_pvars(void);
+int MPIDI_AMLAPI_am_order(MPIR_Win * win);
+int MPIDI_AMLAPI_am_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                        int target_rank, MPI_Aint target_disp, int target_count,
+                        MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request,
+                        int *handled);
+int MPIDI_AMLAPI_am_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                        int target_rank, MPI_Aint target_disp, int target_count,
+                        MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request,
+                        int *handled);
+int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                        void *result_addr, int result_count, MPI_Datatype result_datatype,
+                        int target_rank, MPI_Aint target_disp, int target_count,
+                        MPI_Datatype target_datatype, MPI_Op op, MPIR_Win * win,
+                        MPIR_Request ** request, int fetch, int *handled);
+int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void *result_addr,
+                        MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
+                        MPIR_Win * win, int *handled);
 
 #endif /* AMLAPI_WIN_H_INCLUDED */

@@ -1,0 +1,1069 @@
+/*
+ * amlapi netmod: native RMA messages (issue 15; seed 001 §3.3, "the packed data with its
+ * datatype in one message"). In a window that is not a shared-memory one (amlapi_rma_shm.c),
+ * an operation on a contiguous target that is not a direct transfer (amlapi_win.c) goes as
+ * ONE aml active message to the target's handler (MPIDI_AMLAPI_H_RMA), which applies it to the
+ * window memory in the target's progress and answers with one message: ACK for put and
+ * accumulate, DATA with the target's bytes for get, get_accumulate, fetch_and_op and
+ * compare_and_swap. MPIDIG's path for the same operation costs a larger header, its generic
+ * handlers, a request at the target and, for a put, an extra acknowledgement round.
+ *
+ * Completion: an operation counts in the window's issued/done pair (amlapi_win.h) from its
+ * start until its answer arrives, which is after it was applied at the target; the
+ * completion hooks MPIDIG calls before it ends an epoch, a flush or an unlock wait for that
+ * pair, so synchronisation stays MPIDIG's and sees these operations complete.
+ *
+ * Atomicity and ordering: every accumulate-family operation of such a window, native or
+ * MPIDIG's, is applied by the target's progress engine, one message at a time, so each is
+ * atomic with respect to the others. Native messages from one origin to one target arrive in
+ * the order they were sent (aml keeps per-peer order), which gives MPI's default
+ * accumulate_ordering; the two paths are not ordered with each other, so an accumulate that
+ * switches path first waits until the other path's accumulates are done at their targets
+ * (MPIDI_AMLAPI_am_order, mpidig_acc_drain): a cost only for programs that mix contiguous
+ * and non-contiguous targets.
+ *
+ * Not native yet: non-contiguous targets (the shipped datatype and its signature cache are
+ * the next step), dynamic windows, windows on one node (amlapi_rma_shm.c's), and every
+ * synchronisation call (MPIDIG's).
+ */
+
+#include "mpidimpl.h"
+#include "amlapi_impl.h"
+#include "amlapi_win.h"
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+cvars:
+    - name        : MPIR_CVAR_AMLAPI_RMA_AM
+      category    : CH4_AMLAPI
+      type        : boolean
+      default     : true
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        In windows whose ranks do not all share one node (and MPI_Win_create windows on one
+        node), put, get, accumulate, get_accumulate, fetch_and_op and compare_and_swap with a
+        contiguous target datatype that are not direct transfers go as one amlapi message
+        applied by the target's handler and one answer, instead of MPICH's generic
+        active-message layer (MPIDIG). 0: MPIDIG, as before (for comparison).
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+enum {
+    RMA_PUT = 1,
+    RMA_GET,
+    RMA_ACC,
+    RMA_GACC,                   /* get_accumulate and fetch_and_op (op may be MPI_NO_OP) */
+    RMA_CAS,
+    RMA_ACK,                    /* answers */
+    RMA_DATA
+};
+
+static const char *const kind_name[] = { "?", "PUT", "GET", "ACC", "GACC", "CAS", "ACK", "DATA" };
+
+/* the target's datatype */
+enum {
+    TDT_NONE = 0,               /* contiguous: count elements of dt */
+    TDT_FULL,                   /* derived, flattened after the header: keep it in slot */
+    TDT_SLOT                    /* derived, the one kept in slot */
+};
+
+/* Datatypes kept per (origin, target) pair. The origin decides what each slot holds (round
+ * robin) and the target does what it is told in message order, so the origin's table is
+ * always the target's: a repeated datatype ships as its slot number alone, and a datatype
+ * the table does not hold (first use, or replaced since) ships whole again. Not a tunable:
+ * both ends must agree on it. */
+#define TDT_SLOTS 32
+
+/* a request: the data (packed origin; for CAS origin then compare) follows; a TDT_FULL one's
+ * flattened datatype follows this header in the user header */
+typedef struct {
+    uint8_t kind;
+    uint8_t tdt;                /* TDT_* */
+    uint8_t slot;
+    uint8_t pad;
+    int32_t dt;                 /* the target's basic elements: a predefined datatype */
+    int32_t op;                 /* ACC/GACC: a predefined op */
+    uint32_t flat_len;          /* TDT_FULL: bytes of the flattened datatype */
+    uint64_t win_id;            /* MPIDIG's window id, the same at every rank */
+    uint64_t off;               /* byte offset in the target's window */
+    uint64_t count;             /* elements of dt (TDT_NONE) or of the derived datatype */
+    uint64_t op_id;             /* the origin's record, named in the answer */
+} rma_hdr_t;
+
+/* an answer: DATA carries the target's bytes from before the operation */
+typedef struct {
+    uint8_t kind;
+    uint8_t pad[7];
+    uint64_t op_id;
+} rma_reply_t;
+
+/* an operation waiting for its answer */
+typedef struct am_op {
+    uint64_t id;
+    struct am_op *next;
+    struct MPIDI_AMLAPI_win *w;
+    int peer;
+    uint8_t want;               /* RMA_ACK or RMA_DATA */
+    MPIR_Request *req;          /* request-based operations: completed with it */
+    void *tmp;                  /* packed origin data, freed at completion */
+    void *dst;                  /* DATA: contiguous destination, or the staging buffer */
+    size_t bytes;               /* DATA: bytes expected */
+    void *result;               /* DATA into a non-contiguous result: unpacked from dst */
+    MPI_Aint rcount;
+    MPI_Datatype rdt;
+} am_op_t;
+
+#define OPS_HASH 256
+static am_op_t *ops[OPS_HASH];
+static uint64_t next_id = 1;
+static MPI_Aint inline_max;     /* largest header + data of aml_amsend_small, -1: none */
+/* Largest accumulate data sent natively: what goes eager. A larger message may go by
+ * rendezvous, whose data lands (and would be applied) after later messages' from the same
+ * origin, breaking accumulate ordering; MPIDIG takes those, after the native ones. */
+static MPI_Aint acc_max;
+static size_t max_uhdr;        /* aml's largest user header */
+static unsigned long long pv_msgs, pv_bytes, pv_types_shipped, pv_types_cached;
+
+/* the origin's view of one target's slots */
+typedef struct tdt_sent {
+    int peer, victim;
+    struct {
+        uint64_t hash;
+        int len;                /* 0: empty */
+        void *flat;
+    } s[TDT_SLOTS];
+    struct tdt_sent *next;
+} tdt_sent_t;
+
+/* the target's slots for one origin */
+typedef struct tdt_have {
+    int peer;
+    MPIR_Datatype *s[TDT_SLOTS];
+    struct tdt_have *next;
+} tdt_have_t;
+
+#define TDT_HASH 64
+static tdt_sent_t *sent_tab[TDT_HASH];
+static tdt_have_t *have_tab[TDT_HASH];
+
+static void op_insert(am_op_t * o)
+{
+    o->id = next_id++;
+    o->next = ops[o->id % OPS_HASH];
+    ops[o->id % OPS_HASH] = o;
+}
+
+static am_op_t *op_take(uint64_t id)
+{
+    for (am_op_t ** p = &ops[id % OPS_HASH]; *p; p = &(*p)->next)
+        if ((*p)->id == id) {
+            am_op_t *o = *p;
+            *p = o->next;
+            return o;
+        }
+    return NULL;
+}
+
+static void op_finish(am_op_t * o)
+{
+    if (o->result) {
+        MPI_Aint n;
+        (void) MPIR_Typerep_unpack(o->dst, (MPI_Aint) o->bytes, o->result, o->rcount, o->rdt, 0,
+                                   &n);
+        MPIR_Datatype_release_if_not_builtin(o->rdt);
+        MPL_free(o->dst);
+    }
+    MPL_free(o->tmp);
+    o->w->done++;
+    if (o->req)
+        MPID_Request_complete(o->req);
+    MPL_free(o);
+}
+
+static void free_arg(aml_t * aml, void *arg)
+{
+    MPL_free(arg);
+}
+
+/* ---- the target ----------------------------------------------------------------------- */
+
+/* copy: 0 data stays as it is until sent (window memory a get reads), 1 copy it first (it
+ * changes), 2 data is ours (MPL_malloc'd): freed once sent */
+static void answer(int peer, uint8_t kind, uint64_t op_id, const void *data, size_t len,
+                   int copy)
+{
+    rma_reply_t r = { kind, {0}, op_id };
+    aml_t *aml = MPIDI_AMLAPI_global.aml;
+    int rc;
+    if ((MPI_Aint) (sizeof(r) + len) <= inline_max) {
+        rc = aml_amsend_small(aml, peer, MPIDI_AMLAPI_H_RMA, &r, sizeof(r), data, len);
+        if (copy == 2)
+            MPL_free((void *) data);
+    } else {
+        void *buf = (void *) data;
+        if (copy == 1) {
+            /* the window's bytes change before the answer has left */
+            buf = MPL_malloc(len, MPL_MEM_RMA);
+            if (!buf)
+                MPIDI_AMLAPI_fatal("out of memory answering an RMA operation of rank %d", peer);
+            memcpy(buf, data, len);
+        }
+        aml_xfer_t x = { peer, MPIDI_AMLAPI_H_RMA, &r, sizeof(r), buf, len, NULL, NULL, NULL,
+            copy ? free_arg : NULL, copy ? buf : NULL, AML_PROTO_AUTO
+        };
+        rc = aml_xfer(aml, &x);
+    }
+    if (rc != AML_OK)
+        MPIDI_AMLAPI_fatal("cannot answer an RMA operation of rank %d: %s", peer,
+                           aml_strerror(rc));
+}
+
+/* The target's bytes of (h->count, dtp) at addr, packed into a buffer of ours. */
+static void *pack_target(const rma_hdr_t * h, int src, MPIR_Datatype * dtp, const char *addr,
+                         size_t bytes)
+{
+    MPI_Aint n;
+    void *tmp = MPL_malloc(bytes, MPL_MEM_RMA);
+    if (!tmp || MPIR_Typerep_pack(addr, (MPI_Aint) h->count, dtp->handle, 0, tmp,
+                                  (MPI_Aint) bytes, &n) != MPI_SUCCESS)
+        MPIDI_AMLAPI_fatal("RMA %s from rank %d: cannot pack the target's %zu bytes",
+                           kind_name[h->kind], src, bytes);
+    return tmp;
+}
+
+/* Applies a request whose data is in hand (addr: the window's bytes at the request's offset;
+ * dtp: its derived target datatype, or NULL for h->count elements of h->dt) and answers. */
+static void apply_req(const rma_hdr_t * h, int src, char *addr, size_t bytes, const char *data,
+                      MPIR_Datatype * dtp)
+{
+    int err = MPI_SUCCESS;
+    MPI_Aint n, bsize;
+    MPI_Datatype tdt = dtp ? dtp->handle : h->dt;
+    MPIR_Datatype_get_size_macro(h->dt, bsize);
+    n = (MPI_Aint) bytes / bsize;       /* basic elements in the data */
+    switch (h->kind) {
+        case RMA_PUT:
+            if (dtp)
+                err = MPIR_Typerep_unpack(data, (MPI_Aint) bytes, addr, (MPI_Aint) h->count, tdt,
+                                          0, &n);
+            else if (data != addr)
+                memcpy(addr, data, bytes);
+            answer(src, RMA_ACK, h->op_id, NULL, 0, 0);
+            break;
+        case RMA_GET:
+            if (dtp)
+                answer(src, RMA_DATA, h->op_id, pack_target(h, src, dtp, addr, bytes), bytes, 2);
+            else
+                answer(src, RMA_DATA, h->op_id, addr, bytes, 0);
+            break;
+        case RMA_ACC:
+            err = MPIDI_AMLAPI_rma_apply(data, (int) n, h->dt, addr, (int) h->count, tdt, h->op);
+            answer(src, RMA_ACK, h->op_id, NULL, 0, 0);
+            break;
+        case RMA_GACC:
+            /* the old bytes leave (copied) before the operation changes them */
+            if (dtp)
+                answer(src, RMA_DATA, h->op_id, pack_target(h, src, dtp, addr, bytes), bytes, 2);
+            else
+                answer(src, RMA_DATA, h->op_id, addr, bytes, 1);
+            err = MPIDI_AMLAPI_rma_apply(data, (int) n, h->dt, addr, (int) h->count, tdt, h->op);
+            break;
+        case RMA_CAS:
+            answer(src, RMA_DATA, h->op_id, addr, bytes, 1);
+            if (!memcmp(addr, data + bytes, bytes))
+                memcpy(addr, data, bytes);
+            break;
+    }
+    if (err != MPI_SUCCESS)
+        MPIDI_AMLAPI_fatal("RMA %s from rank %d: applying op %#x to datatype %#x failed",
+                           kind_name[h->kind], src, (unsigned) h->op, (unsigned) h->dt);
+}
+
+typedef struct {
+    rma_hdr_t h;
+    int src;
+    char *addr;
+    size_t bytes;
+    char *buf;                  /* the landed data; == addr for a contiguous put */
+    MPIR_Datatype *dtp;         /* a reference held until applied */
+} landing_t;
+
+static void landed(aml_t * aml, void *arg)
+{
+    landing_t *l = arg;
+    apply_req(&l->h, l->src, l->addr, l->bytes, l->buf, l->dtp);
+    if (l->buf != l->addr)
+        MPL_free(l->buf);
+    if (l->dtp)
+        MPIR_Datatype_ptr_release(l->dtp);
+    MPL_free(l);
+}
+
+static tdt_have_t *have_of(int peer)
+{
+    tdt_have_t *t;
+    for (t = have_tab[peer % TDT_HASH]; t; t = t->next)
+        if (t->peer == peer)
+            return t;
+    t = MPL_calloc(1, sizeof(*t), MPL_MEM_RMA);
+    if (!t)
+        MPIDI_AMLAPI_fatal("out of memory keeping RMA datatypes of rank %d", peer);
+    t->peer = peer;
+    t->next = have_tab[peer % TDT_HASH];
+    have_tab[peer % TDT_HASH] = t;
+    return t;
+}
+
+/* The request's derived target datatype, with a reference for the caller: unflattened from
+ * the header and kept in its slot (TDT_FULL), or the one kept (TDT_SLOT). */
+static MPIR_Datatype *target_type(const rma_hdr_t * h, const aml_msg_info_t * info)
+{
+    tdt_have_t *t = have_of(info->src);
+    MPIR_Datatype *dtp;
+    if (h->slot >= TDT_SLOTS)
+        MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: datatype slot %u",
+                           kind_name[h->kind], info->src, h->slot);
+    if (h->tdt == TDT_FULL) {
+        if (h->flat_len == 0 || info->uhdr_len != sizeof(*h) + ((h->flat_len + 7) & ~7u))
+            MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: a %u-byte datatype in a "
+                               "%zu-byte header", kind_name[h->kind], info->src, h->flat_len,
+                               info->uhdr_len);
+        dtp = (MPIR_Datatype *) MPIR_Handle_obj_alloc(&MPIR_Datatype_mem);
+        if (!dtp)
+            MPIDI_AMLAPI_fatal("out of memory keeping an RMA datatype of rank %d", info->src);
+        MPIR_Object_set_ref(dtp, 1);
+        MPIR_Typerep_unflatten(dtp, (char *) info->uhdr + sizeof(*h));
+        if (t->s[h->slot])
+            MPIR_Datatype_ptr_release(t->s[h->slot]);
+        t->s[h->slot] = dtp;
+    } else {
+        dtp = t->s[h->slot];
+        if (!dtp || info->uhdr_len != sizeof(*h))
+            MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: datatype slot %u %s",
+                               kind_name[h->kind], info->src, h->slot,
+                               dtp ? "with a longer header" : "holds no datatype");
+    }
+    MPIR_Datatype_ptr_add_ref(dtp);
+    return dtp;
+}
+
+static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    rma_hdr_t h;
+    MPIR_Win *win;
+    MPI_Aint size = 0;
+    size_t bytes, want;
+    char *addr;
+    MPIR_Datatype *dtp = NULL;
+
+    memcpy(&h, info->uhdr, sizeof(h));
+    if (h.kind < RMA_PUT || h.kind > RMA_CAS || h.tdt > TDT_SLOT ||
+        (h.tdt == TDT_NONE && info->uhdr_len != sizeof(h)))
+        MPIDI_AMLAPI_fatal("malformed RMA message from rank %d: kind %u, datatype mode %u, "
+                           "%zu-byte header", info->src, h.kind, h.tdt, info->uhdr_len);
+    win = MPIDIU_map_lookup(MPIDI_global.win_map, h.win_id);
+    if (win == MPIDIU_MAP_NOT_FOUND)
+        MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: no window %#llx here",
+                           kind_name[h.kind], info->src, (unsigned long long) h.win_id);
+    if (HANDLE_IS_BUILTIN(h.dt))
+        MPIR_Datatype_get_size_macro(h.dt, size);
+    if (size <= 0 || ((h.kind == RMA_ACC || h.kind == RMA_GACC) && !HANDLE_IS_BUILTIN(h.op)))
+        MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: datatype %#x, op %#x",
+                           kind_name[h.kind], info->src, (unsigned) h.dt, (unsigned) h.op);
+    if (h.tdt != TDT_NONE) {
+        /* the span the layout touches: [off + lo, off + hi) */
+        MPI_Aint lo, hi, ext;
+        dtp = target_type(&h, info);
+        ext = h.count > 0 ? (MPI_Aint) (h.count - 1) * dtp->extent : 0;
+        lo = dtp->true_lb + (ext < 0 ? ext : 0);
+        hi = dtp->true_ub + (ext > 0 ? ext : 0);
+        if (dtp->basic_type != h.dt || h.kind == RMA_CAS || h.count > (uint64_t) win->size ||
+            (int64_t) h.off + lo < 0 || (int64_t) h.off + hi > (int64_t) win->size)
+            MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %llu of a derived datatype "
+                               "(basic %#x, span %ld..%ld) at offset %llu of a %ld-byte window",
+                               kind_name[h.kind], info->src, (unsigned long long) h.count,
+                               (unsigned) dtp->basic_type, (long) lo, (long) hi,
+                               (unsigned long long) h.off, (long) win->size);
+        bytes = (size_t) h.count * (size_t) dtp->size;
+    } else {
+        if (h.count > (uint64_t) win->size / (uint64_t) size ||
+            h.off > (uint64_t) win->size - h.count * (uint64_t) size)
+            MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %llu elements of %ld "
+                               "bytes at offset %llu of a %ld-byte window", kind_name[h.kind],
+                               info->src, (unsigned long long) h.count, (long) size,
+                               (unsigned long long) h.off, (long) win->size);
+        bytes = (size_t) h.count * (size_t) size;
+    }
+    want = h.kind == RMA_GET ? 0 : h.kind == RMA_CAS ? 2 * bytes : bytes;
+    if (info->msg_len != want || (h.kind == RMA_CAS && h.count != 1))
+        MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %zu data bytes for %zu",
+                           kind_name[h.kind], info->src, info->msg_len, want);
+    addr = (char *) win->base + h.off;
+    if (info->data || want == 0) {
+        apply_req(&h, info->src, addr, bytes, info->data, dtp);
+        if (dtp)
+            MPIR_Datatype_ptr_release(dtp);
+    } else {
+        landing_t *l = MPL_malloc(sizeof(*l), MPL_MEM_RMA);
+        if (!l)
+            MPIDI_AMLAPI_fatal("out of memory receiving an RMA operation of rank %d", info->src);
+        l->h = h;
+        l->src = info->src;
+        l->addr = addr;
+        l->bytes = bytes;
+        l->dtp = dtp;
+        /* a contiguous put lands in the window itself; the others next to it, applied at
+         * completion */
+        l->buf = h.kind == RMA_PUT && !dtp ? addr : MPL_malloc(want, MPL_MEM_RMA);
+        if (!l->buf)
+            MPIDI_AMLAPI_fatal("out of memory receiving an RMA operation of rank %d", info->src);
+        recv->buf = l->buf;
+        recv->compl_fn = landed;
+        recv->compl_arg = l;
+    }
+    pv_bytes += want;
+    return 0;
+}
+
+/* ---- the origin: answers -------------------------------------------------------------- */
+
+static void data_landed(aml_t * aml, void *arg)
+{
+    op_finish(arg);
+}
+
+static int answer_handler(const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    rma_reply_t r;
+    am_op_t *o;
+
+    memcpy(&r, info->uhdr, sizeof(r));
+    o = op_take(r.op_id);
+    if (!o || o->peer != info->src || o->want != r.kind ||
+        info->msg_len != (r.kind == RMA_DATA ? o->bytes : 0))
+        MPIDI_AMLAPI_fatal("malformed RMA answer from rank %d: %s for operation %llu (%s), %zu "
+                           "data bytes", info->src, r.kind <= RMA_DATA ? kind_name[r.kind] : "?",
+                           (unsigned long long) r.op_id,
+                           o ? "not that kind or peer" : "none awaits it", info->msg_len);
+    if (info->msg_len == 0) {
+        op_finish(o);
+    } else if (info->data) {
+        memcpy(o->dst, info->data, o->bytes);
+        op_finish(o);
+    } else {
+        recv->buf = o->dst;
+        recv->compl_fn = data_landed;
+        recv->compl_arg = o;
+    }
+    return 0;
+}
+
+static int rma_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    if (info->uhdr_len >= sizeof(rma_hdr_t))
+        return request_handler(info, recv);
+    if (info->uhdr_len == sizeof(rma_reply_t))
+        return answer_handler(info, recv);
+    MPIDI_AMLAPI_fatal("malformed RMA message from rank %d: %zu-byte header", info->src,
+                       info->uhdr_len);
+}
+
+int MPIDI_AMLAPI_rma_am_init(void)
+{
+    int mpi_errno = MPI_SUCCESS, rc;
+    int64_t inl;
+    rc = aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_INLINE_LIMIT, &inl);
+    MPIDI_AMLAPI_CHK(rc, "aml_qenv");
+    inline_max = inl > 0 ? (MPI_Aint) inl : -1;
+    rc = aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_EAGER_LIMIT, &inl);
+    MPIDI_AMLAPI_CHK(rc, "aml_qenv");
+    acc_max = (MPI_Aint) inl;
+    rc = aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_MAX_UHDR, &inl);
+    MPIDI_AMLAPI_CHK(rc, "aml_qenv");
+    max_uhdr = (size_t) inl;
+    rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_RMA, rma_handler, NULL);
+    MPIDI_AMLAPI_CHK(rc, "aml_register_handler");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+void MPIDI_AMLAPI_rma_am_finalize(void)
+{
+    for (int b = 0; b < TDT_HASH; b++) {
+        while (have_tab[b]) {
+            tdt_have_t *t = have_tab[b];
+            have_tab[b] = t->next;
+            for (int k = 0; k < TDT_SLOTS; k++)
+                if (t->s[k])
+                    MPIR_Datatype_ptr_release(t->s[k]);
+            MPL_free(t);
+        }
+        while (sent_tab[b]) {
+            tdt_sent_t *t = sent_tab[b];
+            sent_tab[b] = t->next;
+            for (int k = 0; k < TDT_SLOTS; k++)
+                MPL_free(t->s[k].flat);
+            MPL_free(t);
+        }
+    }
+}
+
+/* ---- the origin: operations ----------------------------------------------------------- */
+
+typedef struct {
+    int self, peer;
+    uint64_t off;               /* in the target's window */
+    char *laddr;                /* self: the bytes here (derived: where the layout starts) */
+    size_t bytes;
+    MPI_Datatype basic;
+    uint64_t count;             /* elements of basic, or of the derived datatype */
+    MPI_Datatype tdt;           /* the derived target datatype, or MPI_DATATYPE_NULL */
+    void *flat;                 /* ... flattened (MPICH keeps it with the datatype) */
+    int flat_len;
+} am_plan_t;
+
+/* Whether (target_count, target_datatype) at target_rank goes as a native message (*ok), and
+ * where; MPI_ERR_RMA_RANGE or the epoch's error when it would but cannot. */
+static int am_plan(MPIR_Win * win, int target_rank, MPI_Aint target_disp, int target_count,
+                   MPI_Datatype target_datatype, am_plan_t * p, int *ok)
+{
+    int mpi_errno = MPI_SUCCESS, contig;
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    MPI_Aint size, true_lb, bsize;
+    uint64_t raddr = 0;
+
+    *ok = 0;
+    p->tdt = MPI_DATATYPE_NULL;
+    if (!MPIR_CVAR_AMLAPI_RMA_AM || !w || w->shm || !w->targets ||
+        win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC)
+        goto fn_exit;
+    MPIDI_Datatype_check_contig_size_lb(target_datatype, target_count, contig, size, true_lb);
+    if (!contig) {
+        /* shipped with the data: flattened, then by its slot at the target */
+        MPIR_Datatype *dtp;
+        MPI_Aint ext, lo, hi;
+        const struct MPIDI_AMLAPI_win_target *t = &w->targets[target_rank];
+        if (HANDLE_IS_BUILTIN(target_datatype))
+            goto fn_exit;
+        MPIR_Datatype_get_ptr(target_datatype, dtp);
+        if (dtp->basic_type == MPI_DATATYPE_NULL)
+            goto fn_exit;
+        MPIR_Datatype_get_flattened(target_datatype, &p->flat, &p->flat_len);
+        if (sizeof(rma_hdr_t) + (size_t) p->flat_len + 8 > max_uhdr)
+            goto fn_exit;
+        MPIR_Datatype_get_size_macro(dtp->basic_type, bsize);
+        if (bsize <= 0)
+            goto fn_exit;
+        *ok = 1;
+        MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
+        p->tdt = target_datatype;
+        p->basic = dtp->basic_type;
+        p->self = target_rank == win->comm_ptr->rank;
+        p->peer = MPIDI_AMLAPI_peer(win->comm_ptr, target_rank);
+        p->bytes = (size_t) size;
+        p->count = (uint64_t) target_count;
+        p->off = (uint64_t) target_disp * (uint64_t) t->disp_unit;
+        ext = target_count > 0 ? (MPI_Aint) (target_count - 1) * dtp->extent : 0;
+        lo = (MPI_Aint) p->off + dtp->true_lb + (ext < 0 ? ext : 0);
+        hi = (MPI_Aint) p->off + dtp->true_ub + (ext > 0 ? ext : 0);
+        MPIR_ERR_CHKANDJUMP2(size > 0 && (target_disp < 0 || lo < 0 || hi > (MPI_Aint) t->size),
+                             mpi_errno, MPI_ERR_RMA_RANGE, "**amlapi_rmarange",
+                             "**amlapi_rmarange %d %d", (int) lo, (int) (hi - lo));
+        p->laddr = (char *) (uintptr_t) (t->base + p->off);
+        goto fn_exit;
+    }
+    if (HANDLE_IS_BUILTIN(target_datatype)) {
+        p->basic = target_datatype;
+    } else {
+        MPIR_Datatype *dtp;
+        MPIR_Datatype_get_ptr(target_datatype, dtp);
+        p->basic = dtp->basic_type;
+        if (p->basic == MPI_DATATYPE_NULL)
+            goto fn_exit;       /* a struct of several basic types */
+    }
+    MPIR_Datatype_get_size_macro(p->basic, bsize);
+    if (bsize <= 0)
+        goto fn_exit;
+    *ok = 1;
+    MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
+    p->self = target_rank == win->comm_ptr->rank;
+    p->peer = MPIDI_AMLAPI_peer(win->comm_ptr, target_rank);
+    p->bytes = (size_t) size;
+    p->count = (uint64_t) (size / bsize);
+    if (size > 0) {
+        mpi_errno = MPIDI_AMLAPI_win_target_addr(&w->targets[target_rank], target_disp, true_lb,
+                                                 (size_t) size, &raddr);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    p->off = size > 0 ? raddr - w->targets[target_rank].base : 0;
+    p->laddr = (char *) (uintptr_t) raddr;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static int new_op(MPIR_Win * win, const am_plan_t * p, uint8_t want, MPIR_Request ** request,
+                  am_op_t ** op)
+{
+    int mpi_errno = MPI_SUCCESS;
+    am_op_t *o = MPL_calloc(1, sizeof(*o), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!o, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    o->w = MPIDI_AMLAPI_WIN(win);
+    o->peer = p->peer;
+    o->want = want;
+    if (request) {
+        /* one reference for the user, one for the completion */
+        o->req = MPIR_Request_create_from_pool(MPIR_REQUEST_KIND__RMA, 0, 2);
+        MPIR_ERR_CHKANDSTMT(!o->req, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail, "**nomemreq");
+        *request = o->req;
+    }
+    *op = o;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    MPL_free(o);
+    goto fn_exit;
+}
+
+/* Where a DATA answer goes: straight into a contiguous result, else staged and unpacked. */
+static int set_result(am_op_t * o, void *result, MPI_Aint rcount, MPI_Datatype rdt)
+{
+    int mpi_errno = MPI_SUCCESS, contig;
+    MPI_Aint size, true_lb;
+    MPIDI_Datatype_check_contig_size_lb(rdt, rcount, contig, size, true_lb);
+    MPIR_ERR_CHKANDJUMP2((size_t) size != o->bytes, mpi_errno, MPI_ERR_TYPE,
+                         "**amlapi_rmasize", "**amlapi_rmasize %d %d", (int) size,
+                         (int) o->bytes);
+    if (contig) {
+        o->dst = MPIR_get_contig_ptr(result, true_lb);
+    } else {
+        o->dst = MPL_malloc(o->bytes, MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!o->dst, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+        o->result = result;
+        o->rcount = rcount;
+        o->rdt = rdt;
+        MPIR_Datatype_add_ref_if_not_builtin(rdt);
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* The origin's data as p->bytes contiguous bytes: in place, or packed into o->tmp. */
+static int origin_bytes(am_op_t * o, const void *addr, int count, MPI_Datatype dt,
+                        const am_plan_t * p, const void **data)
+{
+    int mpi_errno = MPI_SUCCESS, contig;
+    MPI_Aint size, true_lb;
+    MPIDI_Datatype_check_contig_size_lb(dt, count, contig, size, true_lb);
+    MPIR_ERR_CHKANDJUMP2((size_t) size != p->bytes, mpi_errno, MPI_ERR_TYPE,
+                         "**amlapi_rmasize", "**amlapi_rmasize %d %d", (int) size,
+                         (int) p->bytes);
+    if (contig) {
+        *data = MPIR_get_contig_ptr(addr, true_lb);
+    } else {
+        mpi_errno = MPIDI_AMLAPI_pack(addr, count, dt, size, &o->tmp);
+        MPIR_ERR_CHECK(mpi_errno);
+        *data = o->tmp;
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static tdt_sent_t *sent_of(int peer)
+{
+    tdt_sent_t *t;
+    for (t = sent_tab[peer % TDT_HASH]; t; t = t->next)
+        if (t->peer == peer)
+            return t;
+    t = MPL_calloc(1, sizeof(*t), MPL_MEM_RMA);
+    if (!t)
+        return NULL;
+    t->peer = peer;
+    t->next = sent_tab[peer % TDT_HASH];
+    sent_tab[peer % TDT_HASH] = t;
+    return t;
+}
+
+static uint64_t fnv1a(const void *p, int len)
+{
+    const unsigned char *b = p;
+    uint64_t x = 14695981039346656037ull;
+    for (int i = 0; i < len; i++)
+        x = (x ^ b[i]) * 1099511628211ull;
+    return x;
+}
+
+/* The derived target datatype's place in the message: its slot at the target when the
+ * target holds it (h->tdt = TDT_SLOT), else the slot it goes to, its flattened bytes
+ * appended to the user header in hbuf (TDT_FULL). *hlen: the user header's length. */
+static int ship_type(const am_plan_t * p, rma_hdr_t * h, uint64_t * hbuf, size_t * hlen,
+                     int *slot_used)
+{
+    int mpi_errno = MPI_SUCCESS;
+    tdt_sent_t *t = sent_of(p->peer);
+    uint64_t hash = fnv1a(p->flat, p->flat_len);
+    int k;
+    MPIR_ERR_CHKANDJUMP(!t, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    for (k = 0; k < TDT_SLOTS; k++)
+        if (t->s[k].len == p->flat_len && t->s[k].hash == hash &&
+            !memcmp(t->s[k].flat, p->flat, p->flat_len))
+            break;
+    h->flat_len = 0;
+    *hlen = sizeof(*h);
+    if (k < TDT_SLOTS) {
+        h->tdt = TDT_SLOT;
+        pv_types_cached++;
+    } else {
+        k = t->victim;
+        t->victim = (t->victim + 1) % TDT_SLOTS;
+        MPL_free(t->s[k].flat);
+        t->s[k].len = 0;
+        t->s[k].flat = MPL_malloc(p->flat_len, MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!t->s[k].flat, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+        memcpy(t->s[k].flat, p->flat, p->flat_len);
+        t->s[k].len = p->flat_len;
+        t->s[k].hash = hash;
+        h->tdt = TDT_FULL;
+        pv_types_shipped++;
+        h->flat_len = (uint32_t) p->flat_len;
+        memset((char *) hbuf + sizeof(*h), 0, ((size_t) p->flat_len + 7) & ~(size_t) 7);
+        memcpy((char *) hbuf + sizeof(*h), p->flat, p->flat_len);
+        *hlen += ((size_t) p->flat_len + 7) & ~(size_t) 7;
+    }
+    h->slot = (uint8_t) k;
+    *slot_used = k;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static int send_op(MPIR_Win * win, am_op_t * o, rma_hdr_t * h, const am_plan_t * p,
+                   const void *data, size_t len)
+{
+    int mpi_errno = MPI_SUCCESS, rc, slot = -1;
+    aml_t *aml = MPIDI_AMLAPI_global.aml;
+    uint64_t hbuf[AML_UHDR_LIMIT / sizeof(uint64_t)];
+    size_t hlen = sizeof(*h);
+    h->win_id = MPIDIG_WIN(win, win_id);
+    op_insert(o);
+    h->op_id = o->id;
+    if (p->tdt != MPI_DATATYPE_NULL) {
+        mpi_errno = ship_type(p, h, hbuf, &hlen, &slot);
+        if (mpi_errno) {
+            (void) op_take(o->id);
+            goto fn_fail;
+        }
+    }
+    memcpy(hbuf, h, sizeof(*h));
+    o->w->issued++;
+    pv_msgs++;
+    if ((MPI_Aint) (hlen + len) <= inline_max) {
+        rc = aml_amsend_small(aml, o->peer, MPIDI_AMLAPI_H_RMA, hbuf, hlen, data, len);
+    } else {
+        /* data stays untouched until the answer: MPI's rules, or our o->tmp. An accumulate
+         * goes in one packet or eager, never adaptive or rendezvous (which aml may pick below
+         * the eager limit too, when the peer's credits are out): its data must land, and be
+         * applied, before the next message from here is handled (acc_max). */
+        aml_xfer_t x = { o->peer, MPIDI_AMLAPI_H_RMA, hbuf, hlen, data, len, NULL, NULL,
+            NULL, NULL, NULL, AML_PROTO_AUTO
+        };
+        if (h->kind == RMA_ACC || h->kind == RMA_GACC || h->kind == RMA_CAS)
+            x.protocol = AML_PROTO_ONEPACKET;
+        rc = aml_xfer(aml, &x);
+        if (rc == AML_ERR_INVAL && x.protocol == AML_PROTO_ONEPACKET) {
+            x.protocol = AML_PROTO_EAGER;
+            rc = aml_xfer(aml, &x);
+        }
+    }
+    if (rc != AML_OK) {
+        (void) op_take(o->id);
+        o->w->issued--;
+        if (slot >= 0 && h->tdt == TDT_FULL)
+            sent_of(o->peer)->s[slot].len = 0;  /* the target did not get it */
+        MPIDI_AMLAPI_CHK(rc, "aml_amsend (RMA)");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* MPIDIG's accumulates of this window (to target_rank, or under a window-wide epoch) done at
+ * their targets: a native accumulate after them must not overtake them. */
+static int mpidig_acc_drain(MPIR_Win * win, int target_rank)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDIG_win_target_t *t = MPIDIG_win_target_find(win, target_rank);
+    MPIDIU_PROGRESS_WHILE(MPIR_cc_get(MPIDIG_WIN(win, remote_acc_cmpl_cnts)) != 0 ||
+                          (t && MPIR_cc_get(t->remote_acc_cmpl_cnts) != 0), 0);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_am_order(MPIR_Win * win)
+{
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    if (!w || w->issued == w->done)
+        return MPI_SUCCESS;
+    return MPIDI_AMLAPI_rma_wait(win);
+}
+
+int MPIDI_AMLAPI_am_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                        int target_rank, MPI_Aint target_disp, int target_count,
+                        MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request,
+                        int *handled)
+{
+    int mpi_errno, ok;
+    am_plan_t p;
+    am_op_t *o = NULL;
+    const void *data;
+    rma_hdr_t h = { RMA_PUT };
+
+    mpi_errno = am_plan(win, target_rank, target_disp, target_count, target_datatype, &p, &ok);
+    *handled = ok;
+    if (!ok || mpi_errno)
+        return mpi_errno;
+    if (p.bytes == 0 || p.self) {
+        if (p.bytes && p.tdt != MPI_DATATYPE_NULL)
+            mpi_errno = MPIR_Localcopy(origin_addr, origin_count, origin_datatype, p.laddr,
+                                       target_count, target_datatype);
+        else if (p.bytes)
+            mpi_errno = MPIR_Localcopy(origin_addr, origin_count, origin_datatype, p.laddr,
+                                       (MPI_Aint) p.bytes, MPI_BYTE);
+        return mpi_errno ? mpi_errno : MPIDI_AMLAPI_rma_done_at_once(request);
+    }
+    mpi_errno = new_op(win, &p, RMA_ACK, request, &o);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = origin_bytes(o, origin_addr, origin_count, origin_datatype, &p, &data);
+    MPIR_ERR_CHECK(mpi_errno);
+    h.dt = p.basic;
+    h.off = p.off;
+    h.count = p.count;
+    mpi_errno = send_op(win, o, &h, &p, data, p.bytes);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    if (o) {
+        MPL_free(o->tmp);
+        MPL_free(o);
+    }
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_am_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                        int target_rank, MPI_Aint target_disp, int target_count,
+                        MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request,
+                        int *handled)
+{
+    int mpi_errno, ok;
+    am_plan_t p;
+    am_op_t *o = NULL;
+    rma_hdr_t h = { RMA_GET };
+
+    mpi_errno = am_plan(win, target_rank, target_disp, target_count, target_datatype, &p, &ok);
+    *handled = ok;
+    if (!ok || mpi_errno)
+        return mpi_errno;
+    if (p.bytes == 0 || p.self) {
+        if (p.bytes && p.tdt != MPI_DATATYPE_NULL)
+            mpi_errno = MPIR_Localcopy(p.laddr, target_count, target_datatype, origin_addr,
+                                       origin_count, origin_datatype);
+        else if (p.bytes)
+            mpi_errno = MPIR_Localcopy(p.laddr, (MPI_Aint) p.bytes, MPI_BYTE, origin_addr,
+                                       origin_count, origin_datatype);
+        return mpi_errno ? mpi_errno : MPIDI_AMLAPI_rma_done_at_once(request);
+    }
+    mpi_errno = new_op(win, &p, RMA_DATA, request, &o);
+    MPIR_ERR_CHECK(mpi_errno);
+    o->bytes = p.bytes;
+    mpi_errno = set_result(o, origin_addr, origin_count, origin_datatype);
+    MPIR_ERR_CHECK(mpi_errno);
+    h.dt = p.basic;
+    h.off = p.off;
+    h.count = p.count;
+    mpi_errno = send_op(win, o, &h, &p, NULL, 0);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    if (o) {
+        if (o->result) {
+            MPIR_Datatype_release_if_not_builtin(o->rdt);
+            MPL_free(o->dst);
+        }
+        MPL_free(o);
+    }
+    goto fn_exit;
+}
+
+/* accumulate (result NULL) and get_accumulate / fetch_and_op */
+int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                        void *result_addr, int result_count, MPI_Datatype result_datatype,
+                        int target_rank, MPI_Aint target_disp, int target_count,
+                        MPI_Datatype target_datatype, MPI_Op op, MPIR_Win * win,
+                        MPIR_Request ** request, int fetch, int *handled)
+{
+    int mpi_errno, ok;
+    am_plan_t p;
+    am_op_t *o = NULL;
+    const void *data = NULL;
+    rma_hdr_t h = { fetch ? RMA_GACC : RMA_ACC };
+
+    mpi_errno = am_plan(win, target_rank, target_disp, target_count, target_datatype, &p, &ok);
+    /* an op the type does not support is MPIDIG's to refuse, as before */
+    if (ok && ((op != MPI_NO_OP && op != MPI_REPLACE &&
+                !MPIR_Typerep_reduce_is_supported(op, p.basic)) || (MPI_Aint) p.bytes > acc_max))
+        ok = 0;
+    *handled = ok;
+    if (!ok || mpi_errno)
+        return mpi_errno;
+    mpi_errno = mpidig_acc_drain(win, target_rank);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (p.bytes == 0 || (op == MPI_NO_OP && !fetch))
+        return MPIDI_AMLAPI_rma_done_at_once(request);
+    if (p.self) {
+        /* applied here, now: the target's handler for others' operations runs in this
+         * thread's progress, so this is atomic with respect to them */
+        /* p.laddr: the layout's start for a derived target, the bytes' for a contiguous one */
+        int derived = p.tdt != MPI_DATATYPE_NULL;
+        if (fetch)
+            mpi_errno = MPIR_Localcopy(p.laddr, derived ? target_count : (MPI_Aint) p.bytes,
+                                       derived ? target_datatype : MPI_BYTE, result_addr,
+                                       result_count, result_datatype);
+        if (mpi_errno == MPI_SUCCESS && op != MPI_NO_OP)
+            mpi_errno = MPIDI_AMLAPI_rma_apply(origin_addr, origin_count, origin_datatype,
+                                               p.laddr, derived ? target_count : (int) p.count,
+                                               derived ? target_datatype : p.basic, op);
+        MPIR_ERR_CHECK(mpi_errno);
+        return MPIDI_AMLAPI_rma_done_at_once(request);
+    }
+    mpi_errno = new_op(win, &p, fetch ? RMA_DATA : RMA_ACK, request, &o);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (op != MPI_NO_OP) {
+        mpi_errno = origin_bytes(o, origin_addr, origin_count, origin_datatype, &p, &data);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    if (fetch) {
+        o->bytes = p.bytes;
+        mpi_errno = set_result(o, result_addr, result_count, result_datatype);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    h.dt = p.basic;
+    h.op = op == MPI_NO_OP ? MPI_NO_OP : op;
+    h.off = p.off;
+    h.count = p.count;
+    if (op == MPI_NO_OP) {
+        /* a fetch only: a get that the target answers the same way */
+        h.kind = RMA_GET;
+        mpi_errno = send_op(win, o, &h, &p, NULL, 0);
+    } else {
+        mpi_errno = send_op(win, o, &h, &p, data, p.bytes);
+    }
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    if (o) {
+        if (o->result) {
+            MPIR_Datatype_release_if_not_builtin(o->rdt);
+            MPL_free(o->dst);
+        }
+        MPL_free(o->tmp);
+        MPL_free(o);
+    }
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void *result_addr,
+                        MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
+                        MPIR_Win * win, int *handled)
+{
+    int mpi_errno, ok;
+    am_plan_t p;
+    am_op_t *o = NULL;
+    rma_hdr_t h = { RMA_CAS };
+    char *two = NULL;
+
+    mpi_errno = am_plan(win, target_rank, target_disp, 1, datatype, &p, &ok);
+    *handled = ok;
+    if (!ok || mpi_errno)
+        return mpi_errno;
+    mpi_errno = mpidig_acc_drain(win, target_rank);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (p.self) {
+        memcpy(result_addr, p.laddr, p.bytes);
+        if (MPIR_Compare_equal(compare_addr, p.laddr, datatype))
+            memcpy(p.laddr, origin_addr, p.bytes);
+        goto fn_exit;
+    }
+    mpi_errno = new_op(win, &p, RMA_DATA, NULL, &o);
+    MPIR_ERR_CHECK(mpi_errno);
+    /* origin then compare value, one buffer the op owns */
+    two = MPL_malloc(2 * p.bytes, MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!two, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    memcpy(two, origin_addr, p.bytes);
+    memcpy(two + p.bytes, compare_addr, p.bytes);
+    o->tmp = two;
+    o->bytes = p.bytes;
+    o->dst = result_addr;
+    h.dt = p.basic;
+    h.off = p.off;
+    h.count = 1;
+    mpi_errno = send_op(win, o, &h, &p, two, 2 * p.bytes);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    if (o) {
+        MPL_free(o->tmp);
+        MPL_free(o);
+    }
+    goto fn_exit;
+}
+
+void MPIDI_AMLAPI_rma_am_pvars(void)
+{
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                              "amlapi_rma_am_ops", &pv_msgs, 1, MPI_T_ENUM_NULL,
+                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                              NULL, NULL, "AMLAPI",
+                              "RMA operations this rank sent as native amlapi messages "
+                              "(MPIR_CVAR_AMLAPI_RMA_AM) instead of MPIDIG's");
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                              "amlapi_rma_am_target_bytes", &pv_bytes, 1, MPI_T_ENUM_NULL,
+                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                              NULL, NULL, "AMLAPI",
+                              "data bytes this rank received in native RMA messages as a "
+                              "target");
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                              "amlapi_rma_am_types_shipped", &pv_types_shipped, 1,
+                              MPI_T_ENUM_NULL, MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                              NULL, NULL, "AMLAPI",
+                              "native RMA messages from this rank that carried their derived "
+                              "target datatype whole (its target did not hold it)");
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
+                              "amlapi_rma_am_types_cached", &pv_types_cached, 1,
+                              MPI_T_ENUM_NULL, MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
+                              NULL, NULL, "AMLAPI",
+                              "native RMA messages from this rank that named their derived "
+                              "target datatype by the slot its target keeps it in");
+}

@@ -22,9 +22,13 @@
  * (MPIDI_AMLAPI_am_order, mpidig_acc_drain): a cost only for programs that mix contiguous
  * and non-contiguous targets.
  *
- * Not native yet: non-contiguous targets (the shipped datatype and its signature cache are
- * the next step), dynamic windows, windows on one node (amlapi_rma_shm.c's), and every
- * synchronisation call (MPIDIG's).
+ * A derived target datatype ships flattened in the user header the first time and then as
+ * the number of the slot the target keeps it in (TDT_SLOTS below). Dynamic windows are
+ * native too: their displacements are addresses, which the target checks against the
+ * regions attached to it (amlapi_win.c's attach hook).
+ *
+ * Not native: struct target datatypes of several basic types, accumulates above the eager
+ * limit, windows on one node (amlapi_rma_shm.c's), and every synchronisation call (MPIDIG's).
  */
 
 #include "mpidimpl.h"
@@ -351,6 +355,29 @@ static MPIR_Datatype *target_type(const rma_hdr_t * h, const aml_msg_info_t * in
     return dtp;
 }
 
+/* Whether [off + lo, off + hi) is this rank's window memory: within the window, or within
+ * one region attached to a dynamic window (whose offsets are addresses). */
+static int in_window(MPIR_Win * win, uint64_t off, MPI_Aint lo, MPI_Aint hi)
+{
+    int64_t a = (int64_t) off + lo, b = (int64_t) off + hi;
+    if (hi <= lo)
+        return 1;
+    if (win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC) {
+        struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+        for (struct MPIDI_AMLAPI_region * r = w ? w->regions : NULL; r; r = r->next)
+            if ((uint64_t) a >= r->base && (uint64_t) b <= r->base + r->size)
+                return 1;
+        return 0;
+    }
+    return a >= 0 && b <= (int64_t) win->size;
+}
+
+static const char *window_what(MPIR_Win * win)
+{
+    return win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC ? "regions attached to the dynamic window"
+        : "window";
+}
+
 static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
 {
     rma_hdr_t h;
@@ -381,28 +408,29 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
         ext = h.count > 0 ? (MPI_Aint) (h.count - 1) * dtp->extent : 0;
         lo = dtp->true_lb + (ext < 0 ? ext : 0);
         hi = dtp->true_ub + (ext > 0 ? ext : 0);
-        if (dtp->basic_type != h.dt || h.kind == RMA_CAS || h.count > (uint64_t) win->size ||
-            (int64_t) h.off + lo < 0 || (int64_t) h.off + hi > (int64_t) win->size)
+        if (dtp->basic_type != h.dt || h.kind == RMA_CAS || h.count > ((uint64_t) 1 << 40) ||
+            !in_window(win, h.off, lo, hi))
             MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %llu of a derived datatype "
-                               "(basic %#x, span %ld..%ld) at offset %llu of a %ld-byte window",
+                               "(basic %#x, span %ld..%ld) at offset %#llx, outside the %s",
                                kind_name[h.kind], info->src, (unsigned long long) h.count,
                                (unsigned) dtp->basic_type, (long) lo, (long) hi,
-                               (unsigned long long) h.off, (long) win->size);
+                               (unsigned long long) h.off, window_what(win));
         bytes = (size_t) h.count * (size_t) dtp->size;
     } else {
-        if (h.count > (uint64_t) win->size / (uint64_t) size ||
-            h.off > (uint64_t) win->size - h.count * (uint64_t) size)
+        if (h.count > ((uint64_t) 1 << 40) ||
+            !in_window(win, h.off, 0, (MPI_Aint) (h.count * (uint64_t) size)))
             MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %llu elements of %ld "
-                               "bytes at offset %llu of a %ld-byte window", kind_name[h.kind],
+                               "bytes at offset %#llx, outside the %s", kind_name[h.kind],
                                info->src, (unsigned long long) h.count, (long) size,
-                               (unsigned long long) h.off, (long) win->size);
+                               (unsigned long long) h.off, window_what(win));
         bytes = (size_t) h.count * (size_t) size;
     }
     want = h.kind == RMA_GET ? 0 : h.kind == RMA_CAS ? 2 * bytes : bytes;
     if (info->msg_len != want || (h.kind == RMA_CAS && h.count != 1))
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %zu data bytes for %zu",
                            kind_name[h.kind], info->src, info->msg_len, want);
-    addr = (char *) win->base + h.off;
+    addr = win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC ? (char *) (uintptr_t) h.off
+        : (char *) win->base + h.off;
     if (info->data || want == 0) {
         apply_req(&h, info->src, addr, bytes, info->data, dtp);
         if (dtp)
@@ -538,21 +566,27 @@ static int am_plan(MPIR_Win * win, int target_rank, MPI_Aint target_disp, int ta
     MPI_Aint size, true_lb, bsize;
     uint64_t raddr = 0;
 
+    int dynamic = win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC;
+
     *ok = 0;
     p->tdt = MPI_DATATYPE_NULL;
-    if (!MPIR_CVAR_AMLAPI_RMA_AM || !w || w->shm || !w->targets ||
-        win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC)
+    /* other windows need what win_expose learnt of each target (base, size, disp_unit);
+     * a dynamic window's displacements are addresses, which only the target can check */
+    if (!MPIR_CVAR_AMLAPI_RMA_AM || !w || w->shm || (!w->targets && !dynamic))
         goto fn_exit;
     MPIDI_Datatype_check_contig_size_lb(target_datatype, target_count, contig, size, true_lb);
     if (!contig) {
         /* shipped with the data: flattened, then by its slot at the target */
         MPIR_Datatype *dtp;
         MPI_Aint ext, lo, hi;
-        const struct MPIDI_AMLAPI_win_target *t = &w->targets[target_rank];
+        const struct MPIDI_AMLAPI_win_target *t = dynamic ? NULL : &w->targets[target_rank];
         if (HANDLE_IS_BUILTIN(target_datatype))
             goto fn_exit;
         MPIR_Datatype_get_ptr(target_datatype, dtp);
-        if (dtp->basic_type == MPI_DATATYPE_NULL)
+        /* a predefined pair type with a gap (MPI_SHORT_INT...) is not a builtin handle and
+         * has no flattened form of its own: MPIDIG's */
+        if (dtp->basic_type == MPI_DATATYPE_NULL || !HANDLE_IS_BUILTIN(dtp->basic_type) ||
+            (!HANDLE_IS_BUILTIN(target_datatype) && MPIR_DATATYPE_IS_PREDEFINED(target_datatype)))
             goto fn_exit;
         MPIR_Datatype_get_flattened(target_datatype, &p->flat, &p->flat_len);
         if (sizeof(rma_hdr_t) + (size_t) p->flat_len + 8 > max_uhdr)
@@ -568,6 +602,11 @@ static int am_plan(MPIR_Win * win, int target_rank, MPI_Aint target_disp, int ta
         p->peer = MPIDI_AMLAPI_peer(win->comm_ptr, target_rank);
         p->bytes = (size_t) size;
         p->count = (uint64_t) target_count;
+        if (dynamic) {
+            p->off = (uint64_t) target_disp;
+            p->laddr = (char *) (uintptr_t) target_disp;
+            goto fn_exit;
+        }
         p->off = (uint64_t) target_disp * (uint64_t) t->disp_unit;
         ext = target_count > 0 ? (MPI_Aint) (target_count - 1) * dtp->extent : 0;
         lo = (MPI_Aint) p->off + dtp->true_lb + (ext < 0 ? ext : 0);
@@ -584,8 +623,9 @@ static int am_plan(MPIR_Win * win, int target_rank, MPI_Aint target_disp, int ta
         MPIR_Datatype *dtp;
         MPIR_Datatype_get_ptr(target_datatype, dtp);
         p->basic = dtp->basic_type;
-        if (p->basic == MPI_DATATYPE_NULL)
-            goto fn_exit;       /* a struct of several basic types */
+        /* a struct of several basic types, or of a pair type that is not a builtin handle */
+        if (p->basic == MPI_DATATYPE_NULL || !HANDLE_IS_BUILTIN(p->basic))
+            goto fn_exit;
     }
     MPIR_Datatype_get_size_macro(p->basic, bsize);
     if (bsize <= 0)
@@ -596,6 +636,11 @@ static int am_plan(MPIR_Win * win, int target_rank, MPI_Aint target_disp, int ta
     p->peer = MPIDI_AMLAPI_peer(win->comm_ptr, target_rank);
     p->bytes = (size_t) size;
     p->count = (uint64_t) (size / bsize);
+    if (dynamic) {
+        p->off = (uint64_t) (target_disp + true_lb);
+        p->laddr = (char *) (uintptr_t) p->off;
+        goto fn_exit;
+    }
     if (size > 0) {
         mpi_errno = MPIDI_AMLAPI_win_target_addr(&w->targets[target_rank], target_disp, true_lb,
                                                  (size_t) size, &raddr);

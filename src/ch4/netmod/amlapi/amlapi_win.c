@@ -184,8 +184,9 @@ int MPIDI_AMLAPI_mpi_win_allocate_shared_hook(MPIR_Win * win)
     return MPIDI_AMLAPI_mpi_win_allocate_hook(win);
 }
 
-/* Dynamic windows: MPIDIG's for now (attach would have to expose each region and the
- * origins learn its key on first use). */
+/* Dynamic windows: no direct operations (attach would have to expose each region and the
+ * origins learn its key on first use); native RMA messages, which the target checks against
+ * the regions attached here, and MPIDIG for the rest. */
 int MPIDI_AMLAPI_mpi_win_create_dynamic_hook(MPIR_Win * win)
 {
     return win_new(win);
@@ -193,11 +194,33 @@ int MPIDI_AMLAPI_mpi_win_create_dynamic_hook(MPIR_Win * win)
 
 int MPIDI_AMLAPI_mpi_win_attach_hook(MPIR_Win * win, void *base, MPI_Aint size)
 {
-    return MPI_SUCCESS;
+    int mpi_errno = MPI_SUCCESS;
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    struct MPIDI_AMLAPI_region *r;
+    if (!w || size <= 0)
+        goto fn_exit;
+    r = MPL_malloc(sizeof(*r), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!r, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    r->base = (uintptr_t) base;
+    r->size = (size_t) size;
+    r->next = w->regions;
+    w->regions = r;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
 }
 
 int MPIDI_AMLAPI_mpi_win_detach_hook(MPIR_Win * win, const void *base)
 {
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    for (struct MPIDI_AMLAPI_region ** p = w ? &w->regions : NULL; p && *p; p = &(*p)->next)
+        if ((*p)->base == (uintptr_t) base) {
+            struct MPIDI_AMLAPI_region *r = *p;
+            *p = r->next;
+            MPL_free(r);
+            break;
+        }
     return MPI_SUCCESS;
 }
 
@@ -226,6 +249,11 @@ int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
         int rc = aml_xmem_withdraw(aml, w->xmem);
         w->xmem = NULL;
         MPIDI_AMLAPI_CHK(rc, "aml_xmem_withdraw");
+    }
+    while (w->regions) {
+        struct MPIDI_AMLAPI_region *r = w->regions;
+        w->regions = r->next;
+        MPL_free(r);
     }
     MPL_free(w);
     MPIDI_AMLAPI_WIN(win) = NULL;

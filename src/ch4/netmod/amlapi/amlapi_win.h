@@ -15,12 +15,21 @@ struct MPIDI_AMLAPI_win_target {
 
 struct MPIDI_AMLAPI_shmwin;
 
+/* a region attached to a dynamic window (MPI_Win_attach) */
+struct MPIDI_AMLAPI_region {
+    uintptr_t base;
+    size_t size;
+    struct MPIDI_AMLAPI_region *next;
+};
+
 struct MPIDI_AMLAPI_win {
     struct MPIDI_AMLAPI_win_target *targets;    /* per rank; NULL: no direct operations */
     struct aml_xmem *xmem;      /* this rank's memory, exposed */
     uint64_t issued, done;      /* direct operations started and completed */
     struct MPIDI_AMLAPI_shmwin *shm;    /* non-NULL: every operation and the passive-target
                                          * synchronisation are amlapi_rma_shm.c's */
+    struct MPIDI_AMLAPI_region *regions;        /* dynamic windows: what native RMA messages
+                                                 * may touch here (amlapi_rma_am.c) */
 };
 
 #define MPIDI_AMLAPI_WIN(win) ((win)->dev.netmod.amlapi.w)

@@ -812,6 +812,17 @@ static void t_types(void)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* libc's pthread_create: the library's interposed one would (rightly) turn the thread into a
+ * pass-through, and MPI's threads are not started through it either */
+typedef int (*real_create_t)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static real_create_t libc_create(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    real_create_t f = libc ? (real_create_t) dlsym(libc, "pthread_create") : NULL;
+    CHECK(f, "no libc pthread_create: %s", dlerror());
+    return f;
+}
+
 /* ---- a foreign thread opens a receive's page while the owner computes ------------------ */
 static unsigned char *park_page;
 static volatile int park_go, park_done;
@@ -837,12 +848,7 @@ static void t_park(void)
         fill(a, n, 61);
         MPI_Send(a, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
     } else {
-        /* libc's pthread_create: the library's interposed one would (rightly) turn it into a
-         * pass-through, and MPI's threads are not started through it either */
-        void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-        int (*real_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
-            libc ? (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))dlsym(libc, "pthread_create") : NULL;
-        CHECK(real_create, "no libc pthread_create: %s", dlerror());
+        real_create_t real_create = libc_create();
         if (!real_create)
             return;
         park_page = a;
@@ -890,10 +896,7 @@ static void t_parkrace(void)
             MPI_Send(a, (int)n, MPI_BYTE, peer, 950, MPI_COMM_WORLD);
         }
     } else {
-        void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-        int (*real_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
-            libc ? (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))dlsym(libc, "pthread_create") : NULL;
-        CHECK(real_create, "no libc pthread_create: %s", dlerror());
+        real_create_t real_create = libc_create();
         if (!real_create)
             return;
         pthread_t th;

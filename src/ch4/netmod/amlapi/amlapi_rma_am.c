@@ -188,6 +188,19 @@ static void op_finish(am_op_t * o)
     MPL_free(o);
 }
 
+/* an operation that failed before it was sent */
+static void op_discard(am_op_t * o)
+{
+    if (!o)
+        return;
+    if (o->result) {
+        MPIR_Datatype_release_if_not_builtin(o->rdt);
+        MPL_free(o->dst);
+    }
+    MPL_free(o->tmp);
+    MPL_free(o);
+}
+
 static void free_arg(aml_t * aml, void *arg)
 {
     MPL_free(arg);
@@ -802,6 +815,9 @@ static int send_op(MPIR_Win * win, am_op_t * o, rma_hdr_t * h, const am_plan_t *
     uint64_t hbuf[AML_UHDR_LIMIT / sizeof(uint64_t)];
     size_t hlen = sizeof(*h);
     h->win_id = MPIDIG_WIN(win, win_id);
+    h->dt = p->basic;
+    h->off = p->off;
+    h->count = p->count;
     op_insert(o);
     h->op_id = o->id;
     if (p->tdt != MPI_DATATYPE_NULL) {
@@ -895,18 +911,12 @@ int MPIDI_AMLAPI_am_put(const void *origin_addr, int origin_count, MPI_Datatype 
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = origin_bytes(o, origin_addr, origin_count, origin_datatype, &p, &data);
     MPIR_ERR_CHECK(mpi_errno);
-    h.dt = p.basic;
-    h.off = p.off;
-    h.count = p.count;
     mpi_errno = send_op(win, o, &h, &p, data, p.bytes);
     MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     return mpi_errno;
   fn_fail:
-    if (o) {
-        MPL_free(o->tmp);
-        MPL_free(o);
-    }
+    op_discard(o);
     goto fn_exit;
 }
 
@@ -938,21 +948,12 @@ int MPIDI_AMLAPI_am_get(void *origin_addr, int origin_count, MPI_Datatype origin
     o->bytes = p.bytes;
     mpi_errno = set_result(o, origin_addr, origin_count, origin_datatype);
     MPIR_ERR_CHECK(mpi_errno);
-    h.dt = p.basic;
-    h.off = p.off;
-    h.count = p.count;
     mpi_errno = send_op(win, o, &h, &p, NULL, 0);
     MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     return mpi_errno;
   fn_fail:
-    if (o) {
-        if (o->result) {
-            MPIR_Datatype_release_if_not_builtin(o->rdt);
-            MPL_free(o->dst);
-        }
-        MPL_free(o);
-    }
+    op_discard(o);
     goto fn_exit;
 }
 
@@ -1008,10 +1009,7 @@ int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype 
         mpi_errno = set_result(o, result_addr, result_count, result_datatype);
         MPIR_ERR_CHECK(mpi_errno);
     }
-    h.dt = p.basic;
-    h.op = op == MPI_NO_OP ? MPI_NO_OP : op;
-    h.off = p.off;
-    h.count = p.count;
+    h.op = op;
     if (op == MPI_NO_OP) {
         /* a fetch only: a get that the target answers the same way */
         h.kind = RMA_GET;
@@ -1023,14 +1021,7 @@ int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype 
   fn_exit:
     return mpi_errno;
   fn_fail:
-    if (o) {
-        if (o->result) {
-            MPIR_Datatype_release_if_not_builtin(o->rdt);
-            MPL_free(o->dst);
-        }
-        MPL_free(o->tmp);
-        MPL_free(o);
-    }
+    op_discard(o);
     goto fn_exit;
 }
 
@@ -1066,18 +1057,12 @@ int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void 
     o->tmp = two;
     o->bytes = p.bytes;
     o->dst = result_addr;
-    h.dt = p.basic;
-    h.off = p.off;
-    h.count = 1;
     mpi_errno = send_op(win, o, &h, &p, two, 2 * p.bytes);
     MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     return mpi_errno;
   fn_fail:
-    if (o) {
-        MPL_free(o->tmp);
-        MPL_free(o);
-    }
+    op_discard(o);
     goto fn_exit;
 }
 

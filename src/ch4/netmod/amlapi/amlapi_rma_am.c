@@ -19,7 +19,7 @@
  * the order they were sent (aml keeps per-peer order), which gives MPI's default
  * accumulate_ordering; the two paths are not ordered with each other, so an accumulate that
  * switches path first waits until the other path's accumulates are done at their targets
- * (MPIDI_AMLAPI_am_order, mpidig_acc_drain): a cost only for programs that mix contiguous
+ * (native_acc_drain, mpidig_acc_drain): a cost only for programs that mix contiguous
  * and non-contiguous targets.
  *
  * A derived target datatype ships flattened in the user header the first time and then as
@@ -112,6 +112,7 @@ typedef struct am_op {
     struct MPIDI_AMLAPI_win *w;
     int peer;
     uint8_t want;               /* RMA_ACK or RMA_DATA */
+    uint8_t acc;                /* an accumulate-family operation (w->acc_pending) */
     MPIR_Request *req;          /* request-based operations: completed with it */
     void *tmp;                  /* packed origin data, freed at completion */
     void *dst;                  /* DATA: contiguous destination, or the staging buffer */
@@ -132,27 +133,47 @@ static MPI_Aint acc_max;
 static size_t max_uhdr;        /* aml's largest user header */
 static unsigned long long pv_msgs, pv_bytes, pv_types_shipped, pv_types_cached;
 
+/* what both per-peer tables' entries start with */
+typedef struct peer_ent {
+    struct peer_ent *next;
+    int peer;
+} peer_ent_t;
+
 /* the origin's view of one target's slots */
 typedef struct tdt_sent {
-    int peer, victim;
+    peer_ent_t e;
+    int victim;
     struct {
         uint64_t hash;
         int len;                /* 0: empty */
         void *flat;
     } s[TDT_SLOTS];
-    struct tdt_sent *next;
 } tdt_sent_t;
 
 /* the target's slots for one origin */
 typedef struct tdt_have {
-    int peer;
+    peer_ent_t e;
     MPIR_Datatype *s[TDT_SLOTS];
-    struct tdt_have *next;
 } tdt_have_t;
 
 #define TDT_HASH 64
-static tdt_sent_t *sent_tab[TDT_HASH];
-static tdt_have_t *have_tab[TDT_HASH];
+static peer_ent_t *sent_tab[TDT_HASH], *have_tab[TDT_HASH];
+
+/* peer's entry in tab, made (zeroed, size bytes) on first use; NULL when out of memory */
+static void *peer_entry(peer_ent_t ** tab, int peer, size_t size)
+{
+    peer_ent_t *t;
+    for (t = tab[peer % TDT_HASH]; t; t = t->next)
+        if (t->peer == peer)
+            return t;
+    t = MPL_calloc(1, size, MPL_MEM_RMA);
+    if (t) {
+        t->peer = peer;
+        t->next = tab[peer % TDT_HASH];
+        tab[peer % TDT_HASH] = t;
+    }
+    return t;
+}
 
 static void op_insert(am_op_t * o)
 {
@@ -183,6 +204,7 @@ static void op_finish(am_op_t * o)
     }
     MPL_free(o->tmp);
     o->w->done++;
+    o->w->acc_pending -= o->acc;
     if (o->req)
         MPID_Request_complete(o->req);
     MPL_free(o);
@@ -320,27 +342,14 @@ static void landed(aml_t * aml, void *arg)
     MPL_free(l);
 }
 
-static tdt_have_t *have_of(int peer)
-{
-    tdt_have_t *t;
-    for (t = have_tab[peer % TDT_HASH]; t; t = t->next)
-        if (t->peer == peer)
-            return t;
-    t = MPL_calloc(1, sizeof(*t), MPL_MEM_RMA);
-    if (!t)
-        MPIDI_AMLAPI_fatal("out of memory keeping RMA datatypes of rank %d", peer);
-    t->peer = peer;
-    t->next = have_tab[peer % TDT_HASH];
-    have_tab[peer % TDT_HASH] = t;
-    return t;
-}
-
 /* The request's derived target datatype, with a reference for the caller: unflattened from
  * the header and kept in its slot (TDT_FULL), or the one kept (TDT_SLOT). */
 static MPIR_Datatype *target_type(const rma_hdr_t * h, const aml_msg_info_t * info)
 {
-    tdt_have_t *t = have_of(info->src);
+    tdt_have_t *t = peer_entry(have_tab, info->src, sizeof(tdt_have_t));
     MPIR_Datatype *dtp;
+    if (!t)
+        MPIDI_AMLAPI_fatal("out of memory keeping RMA datatypes of rank %d", info->src);
     if (h->slot >= TDT_SLOTS)
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: datatype slot %u",
                            kind_name[h->kind], info->src, h->slot);
@@ -538,16 +547,16 @@ void MPIDI_AMLAPI_rma_am_finalize(void)
 {
     for (int b = 0; b < TDT_HASH; b++) {
         while (have_tab[b]) {
-            tdt_have_t *t = have_tab[b];
-            have_tab[b] = t->next;
+            tdt_have_t *t = (tdt_have_t *) have_tab[b];
+            have_tab[b] = t->e.next;
             for (int k = 0; k < TDT_SLOTS; k++)
                 if (t->s[k])
                     MPIR_Datatype_ptr_release(t->s[k]);
             MPL_free(t);
         }
         while (sent_tab[b]) {
-            tdt_sent_t *t = sent_tab[b];
-            sent_tab[b] = t->next;
+            tdt_sent_t *t = (tdt_sent_t *) sent_tab[b];
+            sent_tab[b] = t->e.next;
             for (int k = 0; k < TDT_SLOTS; k++)
                 MPL_free(t->s[k].flat);
             MPL_free(t);
@@ -738,21 +747,6 @@ static int origin_bytes(am_op_t * o, const void *addr, int count, MPI_Datatype d
     goto fn_exit;
 }
 
-static tdt_sent_t *sent_of(int peer)
-{
-    tdt_sent_t *t;
-    for (t = sent_tab[peer % TDT_HASH]; t; t = t->next)
-        if (t->peer == peer)
-            return t;
-    t = MPL_calloc(1, sizeof(*t), MPL_MEM_RMA);
-    if (!t)
-        return NULL;
-    t->peer = peer;
-    t->next = sent_tab[peer % TDT_HASH];
-    sent_tab[peer % TDT_HASH] = t;
-    return t;
-}
-
 static uint64_t fnv1a(const void *p, int len)
 {
     const unsigned char *b = p;
@@ -769,7 +763,7 @@ static int ship_type(const am_plan_t * p, rma_hdr_t * h, uint64_t * hbuf, size_t
                      int *slot_used)
 {
     int mpi_errno = MPI_SUCCESS;
-    tdt_sent_t *t = sent_of(p->peer);
+    tdt_sent_t *t = peer_entry(sent_tab, p->peer, sizeof(tdt_sent_t));
     uint64_t hash = fnv1a(p->flat, p->flat_len);
     int k;
     MPIR_ERR_CHKANDJUMP(!t, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
@@ -829,6 +823,7 @@ static int send_op(MPIR_Win * win, am_op_t * o, rma_hdr_t * h, const am_plan_t *
     }
     memcpy(hbuf, h, sizeof(*h));
     o->w->issued++;
+    o->w->acc_pending += o->acc;
     pv_msgs++;
     if ((MPI_Aint) (hlen + len) <= inline_max) {
         rc = aml_amsend_small(aml, o->peer, MPIDI_AMLAPI_H_RMA, hbuf, hlen, data, len);
@@ -851,8 +846,9 @@ static int send_op(MPIR_Win * win, am_op_t * o, rma_hdr_t * h, const am_plan_t *
     if (rc != AML_OK) {
         (void) op_take(o->id);
         o->w->issued--;
+        o->w->acc_pending -= o->acc;
         if (slot >= 0 && h->tdt == TDT_FULL)
-            sent_of(o->peer)->s[slot].len = 0;  /* the target did not get it */
+            ((tdt_sent_t *) peer_entry(sent_tab, o->peer, sizeof(tdt_sent_t)))->s[slot].len = 0;
         MPIDI_AMLAPI_CHK(rc, "aml_amsend (RMA)");
     }
   fn_exit:
@@ -875,12 +871,18 @@ static int mpidig_acc_drain(MPIR_Win * win, int target_rank)
     goto fn_exit;
 }
 
-int MPIDI_AMLAPI_am_order(MPIR_Win * win)
+/* The window's native accumulates answered: an accumulate MPIDIG takes next must not
+ * overtake them. Direct puts and gets need no waiting for. */
+static int native_acc_drain(MPIR_Win * win)
 {
+    int mpi_errno = MPI_SUCCESS;
     struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-    if (!w || w->issued == w->done)
-        return MPI_SUCCESS;
-    return MPIDI_AMLAPI_rma_wait(win);
+    if (w)
+        MPIDIU_PROGRESS_WHILE(w->acc_pending != 0, 0);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
 }
 
 int MPIDI_AMLAPI_am_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
@@ -976,7 +978,9 @@ int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype 
                 !MPIR_Typerep_reduce_is_supported(op, p.basic)) || (MPI_Aint) p.bytes > acc_max))
         ok = 0;
     *handled = ok;
-    if (!ok || mpi_errno)
+    if (!ok && !mpi_errno)
+        return native_acc_drain(win);   /* MPIDIG's, after the native ones */
+    if (mpi_errno)
         return mpi_errno;
     mpi_errno = mpidig_acc_drain(win, target_rank);
     MPIR_ERR_CHECK(mpi_errno);
@@ -1000,6 +1004,7 @@ int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype 
     }
     mpi_errno = new_op(win, &p, fetch ? RMA_DATA : RMA_ACK, request, &o);
     MPIR_ERR_CHECK(mpi_errno);
+    o->acc = 1;
     if (op != MPI_NO_OP) {
         mpi_errno = origin_bytes(o, origin_addr, origin_count, origin_datatype, &p, &data);
         MPIR_ERR_CHECK(mpi_errno);
@@ -1037,7 +1042,9 @@ int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void 
 
     mpi_errno = am_plan(win, target_rank, target_disp, 1, datatype, &p, &ok);
     *handled = ok;
-    if (!ok || mpi_errno)
+    if (!ok && !mpi_errno)
+        return native_acc_drain(win);
+    if (mpi_errno)
         return mpi_errno;
     mpi_errno = mpidig_acc_drain(win, target_rank);
     MPIR_ERR_CHECK(mpi_errno);
@@ -1049,6 +1056,7 @@ int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void 
     }
     mpi_errno = new_op(win, &p, RMA_DATA, NULL, &o);
     MPIR_ERR_CHECK(mpi_errno);
+    o->acc = 1;
     /* origin then compare value, one buffer the op owns */
     two = MPL_malloc(2 * p.bytes, MPL_MEM_RMA);
     MPIR_ERR_CHKANDJUMP(!two, mpi_errno, MPI_ERR_NO_MEM, "**nomem");

@@ -909,10 +909,6 @@ int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype
                                         &handled);
         if (handled || mpi_errno)
             return mpi_errno;
-        /* after the native ones: MPI's accumulate ordering */
-        mpi_errno = MPIDI_AMLAPI_am_order(win);
-        if (mpi_errno)
-            return mpi_errno;
         if (request)
             return MPIDIG_mpi_raccumulate(origin_addr, origin_count, origin_datatype,
                                           target_rank, target_disp, target_count,
@@ -963,9 +959,6 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
                                         target_count, target_datatype, op, win, request, 1,
                                         &handled);
         if (handled || mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_am_order(win);
-        if (mpi_errno)
             return mpi_errno;
         if (request)
             return MPIDIG_mpi_rget_accumulate(origin_addr, origin_count, origin_datatype,
@@ -1093,8 +1086,6 @@ int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatyp
         int mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, 1, datatype, result_addr, 1, datatype,
                                             target_rank, target_disp, 1, datatype, op, win, NULL,
                                             1, &handled);
-        if (!handled && !mpi_errno)
-            mpi_errno = MPIDI_AMLAPI_am_order(win);
         if (handled || mpi_errno)
             return mpi_errno;
         return MPIDIG_mpi_fetch_and_op(origin_addr, result_addr, datatype, target_rank,
@@ -1118,8 +1109,6 @@ int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void
         int handled;
         mpi_errno = MPIDI_AMLAPI_am_cas(origin_addr, compare_addr, result_addr, datatype,
                                         target_rank, target_disp, win, &handled);
-        if (!handled && !mpi_errno)
-            mpi_errno = MPIDI_AMLAPI_am_order(win);
         if (handled || mpi_errno)
             return mpi_errno;
         return MPIDIG_mpi_compare_and_swap(origin_addr, compare_addr, result_addr, datatype,

@@ -25,7 +25,9 @@ struct MPIDI_AMLAPI_region {
 struct MPIDI_AMLAPI_win {
     struct MPIDI_AMLAPI_win_target *targets;    /* per rank; NULL: no direct operations */
     struct aml_xmem *xmem;      /* this rank's memory, exposed */
-    uint64_t issued, done;      /* direct operations started and completed */
+    uint64_t issued, done;      /* direct operations and native RMA messages started and
+                                 * completed */
+    uint64_t acc_pending;       /* native accumulate-family messages not yet answered */
     struct MPIDI_AMLAPI_shmwin *shm;    /* non-NULL: every operation and the passive-target
                                          * synchronisation are amlapi_rma_shm.c's */
     struct MPIDI_AMLAPI_region *regions;        /* dynamic windows: what native RMA messages
@@ -70,9 +72,8 @@ int MPIDI_AMLAPI_win_target_addr(const struct MPIDI_AMLAPI_win_target *t, MPI_Ai
                                  MPI_Aint true_lb, size_t bytes, uint64_t * addr);
 
 /* amlapi_rma_am.c: native RMA messages. *handled = 0: the operation is not one of theirs
- * (the caller hands it to MPIDIG, after MPIDI_AMLAPI_am_order for an accumulate) */
+ * and the caller hands it to MPIDIG (an accumulate once the native ones are answered) */
 void MPIDI_AMLAPI_rma_am_pvars(void);
-int MPIDI_AMLAPI_am_order(MPIR_Win * win);
 int MPIDI_AMLAPI_am_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
                         int target_rank, MPI_Aint target_disp, int target_count,
                         MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request,

@@ -62,7 +62,9 @@ struct ov_stats {
     unsigned long long parks;          /* of those, on another thread with the owner parked */
     unsigned long long faults_foreign; /* faults handed to the application's handler / default */
     unsigned long long chains_found;   /* distinct chains recognised */
-    unsigned long long chain_runs;     /* times a recognised chain ran and was waited once */
+    unsigned long long chain_runs;     /* times a recognised chain ran to its end */
+    unsigned long long chain_left;     /* chained requests still in flight at the chain's end,
+                                          left to paging (MPIOVERLAP_CHAIN_WAIT=0) */
     unsigned long long chained_reqs;   /* requests that were part of those runs */
     unsigned long long site_blocking;  /* calls left blocking: their site's deferrals did not pay */
     unsigned long long done_at_once;   /* complete already when started: no protection needed */
@@ -88,6 +90,8 @@ struct ov_state {
     int wait_now;           /* the request being started is waited for before the call returns
                                (the last of a chain): no protection */
     int chain_trust;        /* MPIOVERLAP_CHAIN_TRUST: the seed's way, chained requests unprotected */
+    int chain_wait;         /* MPIOVERLAP_CHAIN_WAIT: a chain's last call waits for all of it
+                               (always so with chain_trust) */
     int noprot;             /* the request being started is inside a trusted chain: the chain's
                                last call waits for it, nothing protects it meanwhile */
     size_t page;            /* page size */
@@ -130,6 +134,8 @@ int ov_complete_range(uintptr_t a, uintptr_t b);
 int ov_complete_range_read(uintptr_t a, uintptr_t b);   /* only what blocks reading */
 int ov_complete_all(void);
 int ov_complete_chained(void);
+/* the end of a chain not waited for: complete what is done, leave the rest to paging */
+int ov_settle_chained(void);
 /* complete requests covering page pg (the fault handler) */
 int ov_complete_page(uintptr_t pg);
 /* is page pg protected by one of our requests */

@@ -5,15 +5,17 @@
  * no fault on our pages in between, continues the current run. The return address of each
  * call identifies its site, so a run is a sequence of sites. A run of two or more calls seen
  * twice the same way is a chain (counted in "chains found"); when the first site of a known
- * chain starts a new run, the chain runs: its requests start as usual and the last one
- * waits once for all of them, which restores their pages together, instead of each
- * request costing a fault and a wait of its own when the computation touches it.
+ * chain starts a new run, the chain runs: its requests start as usual and, at the last one,
+ * those already done are completed together, before the computation after the chain can
+ * fault on their pages, while those still in flight stay paged requests
+ * (MPIOVERLAP_CHAIN_WAIT=1: the last one waits for them all, as first built, which gives up
+ * their overlap; ov_settle_chained in ov_page.c).
  *
  * Why the earlier requests of a running chain stay protected (the seed skips the page-table
  * updates): a program may leave the chain after any call (a data-dependent branch), and its
  * next statement may touch the buffer; without protection that is silent corruption. What
- * chaining saves here is the faults and the separate waits; the last request's own
- * protection is kept too (two mprotects), which a cheaper path could skip.
+ * chaining saves here is the faults and the separate waits of the requests done by the
+ * chain's end.
  * A chain whose run breaks off three times is forgotten. */
 #define _GNU_SOURCE
 #include "ov.h"

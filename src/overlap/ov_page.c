@@ -280,6 +280,36 @@ void ov_complete_status(unsigned long long seq)
 
 int ov_complete_all(void) { return ov.nactive ? complete_where(m_all, 0, 0, 0) : 0; }
 int ov_complete_chained(void) { return complete_where(m_chained, 0, 0, 0); }
+
+/* The end of a running chain that is not waited for (MPIOVERLAP_CHAIN_WAIT=0): its requests
+ * already done are completed now, restoring their pages before the computation after the
+ * chain can fault on them; the others go on as ordinary paged requests, waited for only when
+ * the computation touches their pages. Waiting for them all here (MPIOVERLAP_CHAIN_WAIT=1)
+ * gives up the overlap of whatever is still in flight: on a paced link that was most of it
+ * (README, overlap benchmark). MPI_Request_get_status tests without freeing, so
+ * complete_sel's Waitall still gets each receive's status for its copy-in. */
+int ov_settle_chained(void)
+{
+    unsigned char sel[OV_MAXREQ];
+    int any = 0;
+    for (int i = 0; i < OV_MAXREQ; i++) {
+        struct ov_req *r = &ov.table[i];
+        int flag = 0;
+        sel[i] = 0;
+        if (r->kind == OV_FREE || !r->chained)
+            continue;
+        if (PMPI_Request_get_status(r->mreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            flag = 1;       /* complete_sel's Waitall reports the error */
+        if (flag) {
+            sel[i] = 1;
+            any = 1;
+        } else {
+            r->chained = 0;
+            ov.st.chain_left++;
+        }
+    }
+    return any ? complete_sel(sel) : 0;
+}
 int ov_complete_page(uintptr_t pg) { return complete_where(m_pages, pg, pg + 1, 0); }
 
 int ov_complete_range(uintptr_t a, uintptr_t b)

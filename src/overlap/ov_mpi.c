@@ -292,18 +292,26 @@ struct xfer {
     MPI_Status *status;
 };
 
-/* The end of a running chain: wait for all of it (then the last call's own request is not
- * protected: ov.wait_now), or complete what is done and leave the rest to paging. */
+/* Does the last call of a running chain wait for all of it (then its own request is not
+ * protected: ov.wait_now)? Unprotected (trusted) requests must be waited for. */
 static int chain_end_waits(void)
 {
-    return ov.chain_wait || ov.chain_trust;     /* unprotected requests must be waited for */
+    return ov.chain_wait || ov.chain_trust;
 }
 
-static void chain_end(int waits)
+/* Every deferring call ends here, with the requests it started (NULL if none): the chain's
+ * end if it was its last call (wait for it all, or complete what is done and leave the rest
+ * to paging), and the call-site stamp of the requests that stay in flight (ov_adapt.c; after
+ * ov_chain_exit, whose clock reading it uses). */
+static void call_done(int last, int waits, struct ov_req *a, struct ov_req *b, void *site)
 {
     if (waits)
         ov_complete_chained();
-    else
+    ov_chain_exit();
+    if (waits)
+        return;
+    ov_stamp(a, b, site);
+    if (last)
         ov_settle_chained();
 }
 
@@ -323,19 +331,11 @@ static int defer_one(void *site, const struct xfer *x, int *rc)
     if (s > 0) {
         if (r)
             r->chained = ch;
-        if (waits)
-            chain_end(1);
-        ov_chain_exit();
-        if (!waits)
-            ov_stamp(r, NULL, site);
-        if (last && !waits)
-            chain_end(0);
+        call_done(last, waits, r, NULL, site);
         *rc = MPI_SUCCESS;
         return 1;
     }
-    if (last)
-        chain_end(waits);
-    ov_chain_exit();
+    call_done(last, waits, NULL, NULL, site);
     if (s < 0) {
         *rc = -s;
         return 1;
@@ -408,9 +408,7 @@ static int defer_pair(void *site, const void *sbuf, int scount, MPI_Datatype sdt
         s = ov_start_send(sbuf, scount, sdt, ss, dest, stag, comm, 1, &sr);
         if (s == 0) {
             ov.wait_now = ov.noprot = 0;
-            if (last)
-                chain_end(waits);
-            ov_chain_exit();
+            call_done(last, waits, NULL, NULL, site);
             return 0;
         }
     }
@@ -425,15 +423,11 @@ static int defer_pair(void *site, const void *sbuf, int scount, MPI_Datatype sdt
                 complete_for(rbuf, rcount, rdt);
                 rc = PMPI_Recv(rbuf, rcount, rdt, src, rtag, comm, status);
                 if (sr) sr->chained = ch;
-                if (last)
-                    chain_end(waits);
-                ov_chain_exit();
+                call_done(last, waits, NULL, NULL, site);
                 *rcp = rc;
                 return 1;
             }
-            if (last)
-                chain_end(waits);
-            ov_chain_exit();
+            call_done(last, waits, NULL, NULL, site);
             return 0;
         }
     }
@@ -452,13 +446,7 @@ static int defer_pair(void *site, const void *sbuf, int scount, MPI_Datatype sdt
     ov.wait_now = ov.noprot = 0;
     if (rr) rr->chained = ch;
     if (sr) sr->chained = ch;
-    if (waits)
-        chain_end(1);
-    ov_chain_exit();
-    if (!waits && s > 0)
-        ov_stamp(rr, sr, site);
-    if (last && !waits)
-        chain_end(0);
+    call_done(last, waits, s > 0 ? rr : NULL, s > 0 ? sr : NULL, site);
     *rcp = s > 0 ? MPI_SUCCESS : -s;
     return 1;
 }

@@ -243,7 +243,7 @@ static double rma(size_t size, int get, int sync, int bw, MPI_Win win)
  * (MPI_SUM of longs), fetch_and_op (MPI_SUM, one long), compare_and_swap (one long) = one
  * lock_all around all of them and op + flush per operation; put_lat_pscw: post/wait at rank 1,
  * start/put/complete at rank 0 per operation. µs per operation. */
-enum { RW_PUT, RW_GET, RW_ACC, RW_FOP, RW_CAS, RW_PSCW };
+enum { RW_PUT, RW_GET, RW_ACC, RW_FOP, RW_CAS, RW_PSCW, RW_FOP_EPOCH };
 
 static double rma_alloc(size_t size, int what, MPI_Win win)
 {
@@ -274,7 +274,7 @@ static double rma_alloc(size_t size, int what, MPI_Win win)
         MPI_Barrier(MPI_COMM_WORLD);
         return t * 1e6 / n;
     }
-    if (rank == 0 && what != RW_PUT)
+    if (rank == 0 && what != RW_PUT && what != RW_FOP_EPOCH)
         MPI_Win_lock_all(0, win);
     for (i = 0; rank == 0 && i < n + w; i++) {
         if (i == w)
@@ -284,6 +284,13 @@ static double rma_alloc(size_t size, int what, MPI_Win win)
                 MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
                 MPI_Put(sbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
                 MPI_Win_unlock(1, win);
+                continue;
+            case RW_FOP_EPOCH:
+                /* a whole passive epoch per operation, as lock-based codes (and MPICH's
+                 * atomic_rmw tests) do */
+                MPI_Win_lock_all(0, win);
+                MPI_Fetch_and_op(sbuf, rbuf, MPI_LONG, 1, 0, MPI_SUM, win);
+                MPI_Win_unlock_all(win);
                 continue;
             case RW_GET:
                 MPI_Get(rbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
@@ -301,7 +308,7 @@ static double rma_alloc(size_t size, int what, MPI_Win win)
         MPI_Win_flush(1, win);
     }
     t = MPI_Wtime() - t0;
-    if (rank == 0 && what != RW_PUT)
+    if (rank == 0 && what != RW_PUT && what != RW_FOP_EPOCH)
         MPI_Win_unlock_all(win);
     MPI_Barrier(MPI_COMM_WORLD);
     return t * 1e6 / n;
@@ -374,6 +381,7 @@ static const struct bench benches[] = {
     {"acc_lat_create", "Latency (us)", "8,1024,4096,65536", K_RMAW, RW_ACC, 1},
     {"fop_lat_create", "Latency (us)", "8", K_RMAW, RW_FOP, 1},
     {"cas_lat_create", "Latency (us)", "8", K_RMAW, RW_CAS, 1},
+    {"fop_epoch_create", "Latency (us)", "8", K_RMAW, RW_FOP_EPOCH, 1},
     {"put_lat_pscw_create", "Latency (us)", "8,4096,65536", K_RMAW, RW_PSCW, 1},
     {"put_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_FENCE, 0},
     {"put_lat_lock", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_LOCK, 0},

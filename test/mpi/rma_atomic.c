@@ -10,8 +10,17 @@
  *  - a mutex built from MPI_Compare_and_swap guarding a get/put increment, released with
  *    MPI_Fetch_and_op(REPLACE), and MPI_Get_accumulate(NO_OP) reading it;
  *  - exclusive MPI_Win_lock guarding a get/put increment (mutual exclusion);
- *  - passive-target progress on shared-memory windows: the target spins on its own memory
- *    making no MPI call while every other rank locks, puts and accumulates into it;
+ *  - readers and writers: writers put the same value into two words with a flush between,
+ *    under an exclusive lock; readers get both under a shared lock and must never see them
+ *    differ; a lock on this rank itself is held when MPI_Win_lock returns (no other rank's
+ *    put lands while its owner reads its own memory);
+ *  - native locks (windows that are not shared-memory ones, MPIR_CVAR_AMLAPI_RMA_LOCK):
+ *    lock_all + one put + unlock_all asks for exactly two locks (the target's and this
+ *    rank's) and elides the rest (amlapi_rma_lock_requests/_elided), lock/unlock with no
+ *    operation asks for none;
+ *  - passive-target progress on shared-memory windows, and on the others in coprocessor
+ *    progress mode: the target spins on its own memory making no MPI call while every other
+ *    rank locks, accumulates into it and unlocks;
  *  - errors: an operation outside any epoch and an unlock without a lock return
  *    MPI_ERR_RMA_SYNC; a put past a target's window end returns MPI_ERR_RMA_RANGE and writes
  *    nothing, and so does an accumulate, on a shared-memory window too (its neighbour's
@@ -52,6 +61,8 @@ static const char *const kname[] = { "create", "allocate", "allocate_shared" };
 #define W_GUARDED 2
 #define W_LOCKED 3
 #define W_FLAG 4
+#define W_RW 5                  /* two words written together under an exclusive lock */
+#define W_SELF 7                /* written by others while its owner holds its own lock */
 #define W_ACC 8
 #define W_STR (W_ACC + E)
 #define W_ACT (W_STR + 2 * E)
@@ -290,6 +301,100 @@ static void test_exclusive(win_t * w)
             (long) w->n * (ITERS / 4));
 }
 
+static void test_readers_writers(win_t * w)
+{
+    long pair[2], v;
+    int writer = w->me % 2 == 0;
+    for (int i = 0; i < ITERS / 4; i++) {
+        if (writer) {
+            v = (long) w->me * 1000 + i;
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w->win);
+            MPI_Put(&v, 1, MPI_LONG, 0, W_RW, 1, MPI_LONG, w->win);
+            MPI_Win_flush(0, w->win);
+            MPI_Put(&v, 1, MPI_LONG, 0, W_RW + 1, 1, MPI_LONG, w->win);
+            MPI_Win_unlock(0, w->win);
+        } else {
+            MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w->win);
+            MPI_Get(pair, 2, MPI_LONG, 0, W_RW, 2, MPI_LONG, w->win);
+            MPI_Win_unlock(0, w->win);
+            if (pair[0] != pair[1])
+                ERR("%s: under a shared lock read %ld and %ld, written together under an "
+                    "exclusive one", kname[w->kind], pair[0], pair[1]);
+        }
+    }
+    MPI_Barrier(w->comm);
+}
+
+/* Rank 0 holds its own window's exclusive lock while the others put into it: none of the
+ * puts may land before rank 0 unlocks (MPI_Win_lock on oneself returns with the lock). */
+static void test_self_lock(win_t * w)
+{
+    long mark = -1, v = w->me;
+    if (w->me == 0) {
+        volatile long *mine = &w->mem[W_SELF];
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w->win);
+        *mine = mark;
+        MPI_Barrier(w->comm);
+        /* the others are asking for the lock now; nothing may land meanwhile, though this
+         * rank makes progress (Iprobe), so a lock request it wrongly granted would let a put
+         * in */
+        for (int i = 0; i < 200; i++) {
+            struct timespec ts = { 0, 1000000 };
+            int flag;
+            nanosleep(&ts, NULL);
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, MPI_STATUS_IGNORE);
+            if (*mine != mark) {
+                ERR("%s: a put landed (%ld) while rank 0 held its own window's exclusive lock",
+                    kname[w->kind], *mine);
+                break;
+            }
+        }
+        MPI_Win_unlock(0, w->win);
+    } else {
+        MPI_Barrier(w->comm);
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w->win);
+        MPI_Put(&v, 1, MPI_LONG, 0, W_SELF, 1, MPI_LONG, w->win);
+        MPI_Win_unlock(0, w->win);
+    }
+    MPI_Barrier(w->comm);
+    if (w->me == 0 && w->n > 1) {
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w->win);
+        if (w->mem[W_SELF] < 1 || w->mem[W_SELF] >= w->n)
+            ERR("%s: after the others' puts the word is %ld, want a rank in 1..%d",
+                kname[w->kind], w->mem[W_SELF], w->n - 1);
+        MPI_Win_unlock(0, w->win);
+    }
+}
+
+/* lock: whether native locks serve this window */
+static void test_lock_counts(win_t * w, int lock)
+{
+    unsigned long long r0, e0, r, e;
+    long v = 1;
+    int t = (w->me + 1) % w->n;
+    MPI_Barrier(w->comm);
+    r0 = pvar_read("amlapi_rma_lock_requests");
+    e0 = pvar_read("amlapi_rma_lock_elided");
+    MPI_Win_lock_all(0, w->win);
+    MPI_Put(&v, 1, MPI_LONG, t, W_SELF, 1, MPI_LONG, w->win);
+    MPI_Win_unlock_all(w->win);
+    r = pvar_read("amlapi_rma_lock_requests") - r0;
+    e = pvar_read("amlapi_rma_lock_elided") - e0;
+    if (lock && (r != 2 || e != (unsigned long long) w->n - 2))
+        ERR("%s: lock_all + one put + unlock_all on %d ranks asked for %llu locks and elided "
+            "%llu, want 2 and %d", kname[w->kind], w->n, r, e, w->n - 2);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, w->win);
+    MPI_Win_unlock(t, w->win);
+    r = pvar_read("amlapi_rma_lock_requests") - r0 - r;
+    if (lock && r != 0)
+        ERR("%s: lock/unlock of rank %d with no operation asked for %llu locks, want none",
+            kname[w->kind], t, r);
+    if (!lock && (pvar_read("amlapi_rma_lock_requests") != r0 ||
+                  pvar_read("amlapi_rma_lock_elided") != e0))
+        ERR("%s: native locks are off for this window, yet they counted", kname[w->kind]);
+    MPI_Barrier(w->comm);
+}
+
 /* The target (rank 0) makes no MPI call until every other rank's lock/put/accumulate/unlock
  * has landed in its memory. Bounded by 60 s so that a missing passive progress fails
  * instead of hanging the suite. */
@@ -363,7 +468,7 @@ int main(int argc, char **argv)
     int size, node_size, total, rma_shm, by_copy;
     MPI_Comm node;
     MPI_Datatype stride2;
-    int am;
+    int am, native_lock, coproc;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -381,6 +486,8 @@ int main(int argc, char **argv)
     /* native RMA messages: operations on contiguous targets in windows that are not in
      * shared memory (they need the window's memory exposed: RMA_DIRECT) */
     am = cvar_int("MPIR_CVAR_AMLAPI_RMA_AM") == 1 && cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT") == 1;
+    native_lock = cvar_int("MPIR_CVAR_AMLAPI_RMA_LOCK") == 1;
+    coproc = !strcmp(cvar_env_str("AMLAPI_PROGRESS_MODE", "polling"), "coprocessor");
 
     for (int k = 0; k < K_COUNT; k++) {
         win_t w;
@@ -402,6 +509,10 @@ int main(int argc, char **argv)
         test_fetch_and_op(&w);
         test_cas_mutex(&w);
         test_exclusive(&w);
+        test_readers_writers(&w);
+        test_self_lock(&w);
+        if (n > 2)
+            test_lock_counts(&w, !shm && native_lock && k != K_SHARED);
         ops = pvar_read("amlapi_rma_shm_ops") - ops0;
         acc = pvar_read("amlapi_rma_shm_atomics") - acc0;
         cp = pvar_read("amlapi_rma_shm_single_copy_ops") - cp0;
@@ -422,7 +533,8 @@ int main(int argc, char **argv)
         if (!shm && (ops || acc))
             ERR("%s: not a shared-memory window, yet %llu copies and %llu atomics counted",
                 kname[k], ops, acc);
-        if (shm && n > 1)
+        /* other windows need the target's progress: the coprocessor's helper thread */
+        if ((shm || coproc) && n > 1)
             test_passive_progress(&w);
         if (n > 1)
             test_errors(&w, shm);

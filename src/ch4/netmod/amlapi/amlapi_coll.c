@@ -154,17 +154,9 @@ int MPIDI_AMLAPI_coll_init(void)
     const char *file = MPIR_CVAR_AMLAPI_TORUS_MAP_FILE;
     int described = (shape && *shape) || (file && *file), rc;
 
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_coll_torus_runs", &pv_runs, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_torus_runs", &pv_runs,
                               "collectives run by coll_torus's torus schedules");
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_coll_torus_bytes", &pv_bytes, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_torus_bytes", &pv_bytes,
                               "bytes this rank sent in coll_torus's schedules");
     if (MPIR_CVAR_AMLAPI_TORUS_BCAST_CHUNK < 0)
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",

@@ -36,7 +36,8 @@ enum {
     MPIDI_AMLAPI_H_P2P,         /* native MPI point-to-point (amlapi_match.c) */
     MPIDI_AMLAPI_H_CTRL,        /* its control messages: sync ack, cancel */
     MPIDI_AMLAPI_H_DYNPROC,     /* MPICH's connect/accept handshake (amlapi_spawn.c) */
-    MPIDI_AMLAPI_H_RMA          /* native RMA operations and their answers (amlapi_rma_am.c) */
+    MPIDI_AMLAPI_H_RMA,         /* native RMA operations and their answers (amlapi_rma_am.c) */
+    MPIDI_AMLAPI_H_LOCK         /* passive-target window locks (amlapi_rma_lock.c) */
 };
 
 /* What precedes MPIDIG's own header in the aml user header. 8 bytes, so the MPIDIG header
@@ -60,6 +61,15 @@ typedef struct {
                                  "**amlapi_aml %s %s", call, aml_strerror(rc));        \
         }                                                                              \
     } while (0)
+
+/* A counter this netmod keeps for users: a read-only, continuous MPI_T performance variable
+ * of category AMLAPI, one unsigned long long, bound to no object. */
+#define MPIDI_AMLAPI_PVAR_COUNTER(name, addr, desc)                                      \
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG, name, addr, 1, \
+                              MPI_T_ENUM_NULL, MPI_T_VERBOSITY_USER_BASIC,               \
+                              MPI_T_BIND_NO_OBJECT,                                      \
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,   \
+                              NULL, NULL, "AMLAPI", desc)
 
 /* aml's index of rank in comm: its COMM_WORLD rank, or for a process of another job (AV
  * table above 0) the index aml_add_peer gave it, kept in its AV entry (amlapi_spawn.c). */
@@ -161,6 +171,8 @@ int MPIDI_AMLAPI_rma_wait(MPIR_Win * win);
 int MPIDI_AMLAPI_rma_am_init(void);
 /* ... and frees the datatypes kept for other ranks' messages */
 void MPIDI_AMLAPI_rma_am_finalize(void);
+/* amlapi_rma_lock.c: registers the window lock handler */
+int MPIDI_AMLAPI_lk_init(void);
 int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
 int MPIDI_AMLAPI_progress_blocked(int events);
 int MPIDI_AMLAPI_coproc_progressed(int events);

@@ -8,6 +8,7 @@
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 #include "amlapi_noinline.h"
+#include "amlapi_win.h"
 
 int MPIDI_AMLAPI_comm_set_hints(MPIR_Comm * comm_ptr, MPIR_Info * info)
 {
@@ -66,6 +67,10 @@ int MPIDI_AMLAPI_mpi_win_get_info(MPIR_Win * win, MPIR_Info ** info_p)
 
 int MPIDI_AMLAPI_mpi_win_free(MPIR_Win ** win_p)
 {
+    /* before MPIDIG's barrier: this rank's lock releases have arrived */
+    int mpi_errno = MPIDI_AMLAPI_lk_win_free(*win_p);
+    if (mpi_errno)
+        return mpi_errno;
     return MPIDIG_mpi_win_free(win_p);
 }
 

@@ -161,22 +161,13 @@ int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg)
     }
     if (!registered) {
         registered = 1;
-        MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                                  "amlapi_coproc_sleeps", &pv_coproc_sleeps, 1, MPI_T_ENUM_NULL,
-                                  MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                                  MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                                  NULL, NULL, "AMLAPI",
-                                  "coprocessor mode: times the helper thread slept on the UCX "
-                                  "event fd");
-        MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                                  "amlapi_coproc_events", &pv_coproc_events, 1, MPI_T_ENUM_NULL,
-                                  MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                                  MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                                  NULL, NULL, "AMLAPI",
-                                  "coprocessor mode: transport events (arrivals, completions) "
-                                  "the helper thread handled; counted where the helper can be "
-                                  "told apart from application threads (MPI_THREAD_SINGLE or "
-                                  "FUNNELED)");
+        MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coproc_sleeps", &pv_coproc_sleeps,
+                              "coprocessor mode: times the helper thread slept on the UCX event "
+                              "fd");
+        MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coproc_events", &pv_coproc_events,
+                              "coprocessor mode: transport events (arrivals, completions) the "
+                              "helper thread handled; counted where the helper can be told apart "
+                              "from application threads (MPI_THREAD_SINGLE or FUNNELED)");
     }
   fn_exit:
     return mpi_errno;

@@ -5,9 +5,11 @@
  * memory.
  * In other windows, contiguous put/get/rput/rget to a target that aml can reach directly go
  * as direct operations (amlapi_win.c: a single copy on the node, UCX RMA between hosts, no
- * message at the target); everything else is MPICH's generic MPIDIG layer, which calls the
- * completion hooks below before it closes an epoch, so direct operations are complete when
- * it does. Fence, win_sync and shared_query are MPIDIG's in every window.
+ * message at the target); the rest goes as one native amlapi message (amlapi_rma_am.c) or
+ * through MPICH's generic MPIDIG layer, which calls the completion hooks below before it
+ * closes an epoch, so direct operations are complete when it does. Passive-target locks of
+ * those windows are amlapi's (amlapi_rma_lock.c); fence, PSCW, flush, win_sync and
+ * shared_query are MPIDIG's there.
  */
 #ifndef AMLAPI_RMA_H_INCLUDED
 #define AMLAPI_RMA_H_INCLUDED

@@ -11,7 +11,8 @@
  * Completion: an operation counts in the window's issued/done pair (amlapi_win.h) from its
  * start until its answer arrives, which is after it was applied at the target; the
  * completion hooks MPIDIG calls before it ends an epoch, a flush or an unlock wait for that
- * pair, so synchronisation stays MPIDIG's and sees these operations complete.
+ * pair, so MPIDIG's flush, fence, PSCW and unlock see these operations complete (the locks
+ * themselves are amlapi_rma_lock.c's).
  *
  * Atomicity and ordering: every accumulate-family operation of such a window, native or
  * MPIDIG's, is applied by the target's progress engine, one message at a time, so each is
@@ -28,7 +29,7 @@
  * regions attached to it (amlapi_win.c's attach hook).
  *
  * Not native: struct target datatypes of several basic types, accumulates above the eager
- * limit, windows on one node (amlapi_rma_shm.c's), and every synchronisation call (MPIDIG's).
+ * limit, and windows on one node (amlapi_rma_shm.c's).
  */
 
 #include "mpidimpl.h"
@@ -1076,32 +1077,15 @@ int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void 
 
 void MPIDI_AMLAPI_rma_am_pvars(void)
 {
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_am_ops", &pv_msgs, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_am_ops", &pv_msgs,
                               "RMA operations this rank sent as native amlapi messages "
                               "(MPIR_CVAR_AMLAPI_RMA_AM) instead of MPIDIG's");
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_am_target_bytes", &pv_bytes, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
-                              "data bytes this rank received in native RMA messages as a "
-                              "target");
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_am_types_shipped", &pv_types_shipped, 1,
-                              MPI_T_ENUM_NULL, MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_am_target_bytes", &pv_bytes,
+                              "data bytes this rank received in native RMA messages as a target");
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_am_types_shipped", &pv_types_shipped,
                               "native RMA messages from this rank that carried their derived "
                               "target datatype whole (its target did not hold it)");
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_am_types_cached", &pv_types_cached, 1,
-                              MPI_T_ENUM_NULL, MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_am_types_cached", &pv_types_cached,
                               "native RMA messages from this rank that named their derived "
                               "target datatype by the slot its target keeps it in");
 }

@@ -248,7 +248,7 @@ int MPIDI_AMLAPI_win_lock(int lock_type, int rank, int assert, MPIR_Win * win)
     int epoch;
 
     if (!s)
-        return MPIDIG_mpi_win_lock(lock_type, rank, assert, win);
+        return MPIDI_AMLAPI_lk_lock(lock_type, rank, assert, win);
     t = &s->t[rank];
     epoch = MPIDIG_WIN(win, sync).access_epoch_type;
     MPIR_ERR_CHKANDJUMP(!(epoch == MPIDIG_EPOTYPE_NONE || epoch == MPIDIG_EPOTYPE_REFENCE ||
@@ -275,7 +275,7 @@ int MPIDI_AMLAPI_win_unlock(int rank, MPIR_Win * win)
     struct shm_target *t;
 
     if (!s)
-        return MPIDIG_mpi_win_unlock(rank, win);
+        return MPIDI_AMLAPI_lk_unlock(rank, win);
     t = &s->t[rank];
     MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).access_epoch_type != MPIDIG_EPOTYPE_LOCK ||
                         !t->held, mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
@@ -302,7 +302,7 @@ int MPIDI_AMLAPI_win_lock_all(int assert, MPIR_Win * win)
     int n = win->comm_ptr->local_size, epoch;
 
     if (!s)
-        return MPIDIG_mpi_win_lock_all(assert, win);
+        return MPIDI_AMLAPI_lk_lock_all(assert, win);
     epoch = MPIDIG_WIN(win, sync).access_epoch_type;
     MPIR_ERR_CHKANDJUMP(epoch != MPIDIG_EPOTYPE_NONE && epoch != MPIDIG_EPOTYPE_REFENCE,
                         mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
@@ -332,7 +332,7 @@ int MPIDI_AMLAPI_win_unlock_all(MPIR_Win * win)
     int n = win->comm_ptr->local_size;
 
     if (!s)
-        return MPIDIG_mpi_win_unlock_all(win);
+        return MPIDI_AMLAPI_lk_unlock_all(win);
     MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).access_epoch_type != MPIDIG_EPOTYPE_LOCK_ALL,
                         mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
     if (MPIDIG_WIN(win, sync).assert_mode & MPI_MODE_NOCHECK)
@@ -903,6 +903,9 @@ int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype
 
     if (!s) {
         int handled;
+        mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
+        if (mpi_errno)
+            return mpi_errno;
         mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, origin_count, origin_datatype, NULL, 0,
                                         MPI_DATATYPE_NULL, target_rank, target_disp,
                                         target_count, target_datatype, op, win, request, 0,
@@ -954,6 +957,9 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
 
     if (!s) {
         int handled;
+        mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
+        if (mpi_errno)
+            return mpi_errno;
         mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, origin_count, origin_datatype, result_addr,
                                         result_count, result_datatype, target_rank, target_disp,
                                         target_count, target_datatype, op, win, request, 1,
@@ -1083,7 +1089,10 @@ int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatyp
 {
     if (!shmwin(win)) {
         int handled;
-        int mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, 1, datatype, result_addr, 1, datatype,
+        int mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
+        if (mpi_errno)
+            return mpi_errno;
+        mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, 1, datatype, result_addr, 1, datatype,
                                             target_rank, target_disp, 1, datatype, op, win, NULL,
                                             1, &handled);
         if (handled || mpi_errno)
@@ -1107,6 +1116,9 @@ int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void
 
     if (!s) {
         int handled;
+        mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
+        if (mpi_errno)
+            return mpi_errno;
         mpi_errno = MPIDI_AMLAPI_am_cas(origin_addr, compare_addr, result_addr, datatype,
                                         target_rank, target_disp, win, &handled);
         if (handled || mpi_errno)
@@ -1142,34 +1154,16 @@ int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void
 
 void MPIDI_AMLAPI_shm_win_pvars(void)
 {
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_shm_ops", &pv_ops, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_shm_ops", &pv_ops,
                               "puts and gets done as copies in a shared-memory window "
                               "(MPIR_CVAR_AMLAPI_RMA_SHM)");
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_shm_atomics", &pv_acc, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_shm_atomics", &pv_acc,
                               "accumulate, get_accumulate, fetch_and_op and compare_and_swap "
                               "applied at the target's memory under its mutex");
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_shm_single_copy_ops", &pv_copy_ops, 1,
-                              MPI_T_ENUM_NULL, MPI_T_VERBOSITY_USER_BASIC,
-                              MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
-                              "of those (and of the atomics), the ones on MPI_Win_create "
-                              "memory of another rank, moved by single copy "
-                              "(process_vm_readv/writev)");
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_shm_lock_waits", &pv_lock_waits, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_shm_single_copy_ops", &pv_copy_ops,
+                              "of those (and of the atomics), the ones on MPI_Win_create memory "
+                              "of another rank, moved by single copy (process_vm_readv/writev)");
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_shm_lock_waits", &pv_lock_waits,
                               "MPI_Win_lock/lock_all requests on a shared-memory window that "
                               "found the lock held and waited");
 }

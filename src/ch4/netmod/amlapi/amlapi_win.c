@@ -5,8 +5,10 @@
  * a target it could open is then a direct operation, with no message and no handler at the
  * target -- a single copy for a rank of this node, UCX RMA for one of another host. Other
  * operations (a non-contiguous target, accumulates, dynamic windows, a target whose memory
- * aml cannot reach directly) and all synchronisation stay MPICH's MPIDIG, which calls the
- * completion hooks (amlapi_rma.h) before it ends an epoch, a flush or an unlock.
+ * aml cannot reach directly) are native messages (amlapi_rma_am.c) or MPICH's MPIDIG, which
+ * calls the completion hooks (amlapi_rma.h) before it ends an epoch, a flush or an unlock;
+ * every operation first takes its target's lock when a lock epoch has not yet
+ * (amlapi_rma_lock.c).
  *
  * Only transfers above the target's eager limit go direct (aml_xkey_threshold): below it an
  * active message through the FIFOs or UCX is cheaper (measured on the node: an 8-byte put
@@ -250,6 +252,7 @@ int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
         w->xmem = NULL;
         MPIDI_AMLAPI_CHK(rc, "aml_xmem_withdraw");
     }
+    MPIDI_AMLAPI_lk_free(w);
     while (w->regions) {
         struct MPIDI_AMLAPI_region *r = w->regions;
         w->regions = r->next;
@@ -438,6 +441,8 @@ int MPIDI_AMLAPI_rma_put(const void *origin_addr, int origin_count,
     if (w && w->shm)
         return MPIDI_AMLAPI_shm_put(origin_addr, origin_count, origin_datatype, target_rank,
                                     target_disp, target_count, target_datatype, win, request);
+    mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
+    MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = plan(win, origin_count, origin_datatype, target_rank, target_disp,
                      target_count, target_datatype, &p, &generic);
     MPIR_ERR_CHECK(mpi_errno);
@@ -497,6 +502,8 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
     if (w && w->shm)
         return MPIDI_AMLAPI_shm_get(origin_addr, origin_count, origin_datatype, target_rank,
                                     target_disp, target_count, target_datatype, win, request);
+    mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
+    MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = plan(win, origin_count, origin_datatype, target_rank, target_disp,
                      target_count, target_datatype, &p, &generic);
     MPIR_ERR_CHECK(mpi_errno);
@@ -555,23 +562,12 @@ void MPIDI_AMLAPI_win_pvars(void)
     registered = 1;
     MPIDI_AMLAPI_shm_win_pvars();
     MPIDI_AMLAPI_rma_am_pvars();
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_direct_puts", &pv_puts, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_lk_pvars();
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_direct_puts", &pv_puts,
                               "MPI_Put/MPI_Rput done as direct operations (no message at the "
                               "target: single copy on the node, UCX RMA between hosts)");
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_direct_gets", &pv_gets, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_direct_gets", &pv_gets,
                               "MPI_Get/MPI_Rget done as direct operations");
-    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG,
-                              "amlapi_rma_direct_bytes", &pv_bytes, 1, MPI_T_ENUM_NULL,
-                              MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                              NULL, NULL, "AMLAPI",
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_direct_bytes", &pv_bytes,
                               "data bytes moved by direct puts and gets");
 }

@@ -14,6 +14,7 @@ struct MPIDI_AMLAPI_win_target {
 };
 
 struct MPIDI_AMLAPI_shmwin;
+struct MPIDI_AMLAPI_lk;
 
 /* a region attached to a dynamic window (MPI_Win_attach) */
 struct MPIDI_AMLAPI_region {
@@ -32,6 +33,8 @@ struct MPIDI_AMLAPI_win {
                                          * synchronisation are amlapi_rma_shm.c's */
     struct MPIDI_AMLAPI_region *regions;        /* dynamic windows: what native RMA messages
                                                  * may touch here (amlapi_rma_am.c) */
+    struct MPIDI_AMLAPI_lk *lk; /* passive-target locks (amlapi_rma_lock.c); NULL until the
+                                 * window's first lock */
 };
 
 #define MPIDI_AMLAPI_WIN(win) ((win)->dev.netmod.amlapi.w)
@@ -90,5 +93,25 @@ int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype 
 int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void *result_addr,
                         MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
                         MPIR_Win * win, int *handled);
+
+/* amlapi_rma_lock.c: passive-target locks of windows that are not shared-memory ones */
+int MPIDI_AMLAPI_lk_lock(int lock_type, int rank, int assert, MPIR_Win * win);
+int MPIDI_AMLAPI_lk_unlock(int rank, MPIR_Win * win);
+int MPIDI_AMLAPI_lk_lock_all(int assert, MPIR_Win * win);
+int MPIDI_AMLAPI_lk_unlock_all(MPIR_Win * win);
+int MPIDI_AMLAPI_lk_before_op(MPIR_Win * win, int rank);
+int MPIDI_AMLAPI_lk_win_free(MPIR_Win * win);
+void MPIDI_AMLAPI_lk_free(struct MPIDI_AMLAPI_win *w);
+void MPIDI_AMLAPI_lk_pvars(void);
+
+/* Every operation of a window that is not a shared-memory one starts here: the first one to
+ * a target in a lock or lock_all epoch takes the target's lock (amlapi_rma_lock.c). */
+static inline int MPIDI_AMLAPI_before_op(MPIR_Win * win, int target_rank)
+{
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    if (likely(!w || !w->lk))
+        return MPI_SUCCESS;
+    return MPIDI_AMLAPI_lk_before_op(win, target_rank);
+}
 
 #endif /* AMLAPI_WIN_H_INCLUDED */

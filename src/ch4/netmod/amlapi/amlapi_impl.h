@@ -71,6 +71,32 @@ typedef struct {
                               MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,   \
                               NULL, NULL, "AMLAPI", desc)
 
+/* Something a netmod wait loop waits for happened outside any request (a window lock
+ * granted, say): MPID_Progress_wait returns for it as it does when a request completes
+ * (MPICH counts freed requests in the same counter). */
+MPL_STATIC_INLINE_PREFIX void MPIDI_AMLAPI_progress_made(void)
+{
+    int c = MPL_atomic_relaxed_load_int(&MPIDI_VCI(0).progress_count);
+    MPL_atomic_relaxed_store_int(&MPIDI_VCI(0).progress_count, c + 1);
+}
+
+/* Progresses until cond holds, waiting as MPI_Wait does: polling spins, but on an
+ * oversubscribed node (and in interrupt mode) an idle rank yields and then sleeps, which
+ * MPIDIU_PROGRESS_WHILE never does. Whatever makes cond true must call
+ * MPIDI_AMLAPI_progress_made. Jumps to fn_fail on an error. */
+#define MPIDI_AMLAPI_WAIT_UNTIL(cond)                                  \
+    do {                                                               \
+        MPID_Progress_state wst_;                                      \
+        MPID_Progress_start(&wst_);                                    \
+        while (!(cond)) {                                              \
+            mpi_errno = MPID_Progress_wait(&wst_);                     \
+            if (mpi_errno)                                             \
+                break;                                                 \
+        }                                                              \
+        MPID_Progress_end(&wst_);                                      \
+        MPIR_ERR_CHECK(mpi_errno);                                     \
+    } while (0)
+
 /* aml's index of rank in comm: its COMM_WORLD rank, or for a process of another job (AV
  * table above 0) the index aml_add_peer gave it, kept in its AV entry (amlapi_spawn.c). */
 MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_peer(MPIR_Comm * comm, int rank)

@@ -206,6 +206,7 @@ static void op_finish(am_op_t * o)
     MPL_free(o->tmp);
     o->w->done++;
     o->w->acc_pending -= o->acc;
+    MPIDI_AMLAPI_progress_made();
     if (o->req)
         MPID_Request_complete(o->req);
     MPL_free(o);
@@ -232,7 +233,7 @@ static void free_arg(aml_t * aml, void *arg)
 /* ---- the target ----------------------------------------------------------------------- */
 
 /* copy: 0 data stays as it is until sent (window memory a get reads), 1 copy it first (it
- * changes), 2 data is ours (MPL_malloc'd): freed once sent */
+ * changes, or lives on the caller's stack), 2 data is ours (MPL_malloc'd): freed once sent */
 static void answer(int peer, uint8_t kind, uint64_t op_id, const void *data, size_t len,
                    int copy)
 {
@@ -283,6 +284,8 @@ static void apply_req(const rma_hdr_t * h, int src, char *addr, size_t bytes, co
     int err = MPI_SUCCESS;
     MPI_Aint n, bsize;
     MPI_Datatype tdt = dtp ? dtp->handle : h->dt;
+    char small[64];             /* the old bytes of a small fetching operation */
+    void *old;
     MPIR_Datatype_get_size_macro(h->dt, bsize);
     n = (MPI_Aint) bytes / bsize;       /* basic elements in the data */
     switch (h->kind) {
@@ -305,17 +308,26 @@ static void apply_req(const rma_hdr_t * h, int src, char *addr, size_t bytes, co
             answer(src, RMA_ACK, h->op_id, NULL, 0, 0);
             break;
         case RMA_GACC:
-            /* the old bytes leave (copied) before the operation changes them */
-            if (dtp)
-                answer(src, RMA_DATA, h->op_id, pack_target(h, src, dtp, addr, bytes), bytes, 2);
-            else
-                answer(src, RMA_DATA, h->op_id, addr, bytes, 1);
-            err = MPIDI_AMLAPI_rma_apply(data, (int) n, h->dt, addr, (int) h->count, tdt, h->op);
-            break;
         case RMA_CAS:
-            answer(src, RMA_DATA, h->op_id, addr, bytes, 1);
-            if (!memcmp(addr, data + bytes, bytes))
+            /* The old bytes are taken before the operation changes them and answered only
+             * after it has: the answer completes the origin's flush, after which a third
+             * rank may load the target's memory (MPICH's win_shared_gacc_flush_load read
+             * the old value 1 run in 30 when the answer left first). */
+            if (dtp) {
+                old = pack_target(h, src, dtp, addr, bytes);
+            } else {
+                old = bytes <= sizeof(small) ? small : MPL_malloc(bytes, MPL_MEM_RMA);
+                if (!old)
+                    MPIDI_AMLAPI_fatal("out of memory answering an RMA %s of rank %d",
+                                       kind_name[h->kind], src);
+                memcpy(old, addr, bytes);
+            }
+            if (h->kind == RMA_GACC)
+                err = MPIDI_AMLAPI_rma_apply(data, (int) n, h->dt, addr, (int) h->count, tdt,
+                                             h->op);
+            else if (!memcmp(addr, data + bytes, bytes))
                 memcpy(addr, data, bytes);
+            answer(src, RMA_DATA, h->op_id, old, bytes, old == small ? 1 : 2);
             break;
     }
     if (err != MPI_SUCCESS)
@@ -378,8 +390,10 @@ static MPIR_Datatype *target_type(const rma_hdr_t * h, const aml_msg_info_t * in
     return dtp;
 }
 
-/* Whether [off + lo, off + hi) is this rank's window memory: within the window, or within
- * one region attached to a dynamic window (whose offsets are addresses). */
+/* Whether [off + lo, off + hi) is this rank's window memory: within the window, or covered
+ * by regions attached to a dynamic window (whose offsets are addresses). Regions may adjoin
+ * and an operation may span them (MPICH's win_dynamic_rma_flush_get attaches two halves of
+ * one array and accumulates across both). */
 static int in_window(MPIR_Win * win, uint64_t off, MPI_Aint lo, MPI_Aint hi)
 {
     int64_t a = (int64_t) off + lo, b = (int64_t) off + hi;
@@ -387,10 +401,18 @@ static int in_window(MPIR_Win * win, uint64_t off, MPI_Aint lo, MPI_Aint hi)
         return 1;
     if (win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC) {
         struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-        for (struct MPIDI_AMLAPI_region * r = w ? w->regions : NULL; r; r = r->next)
-            if ((uint64_t) a >= r->base && (uint64_t) b <= r->base + r->size)
-                return 1;
-        return 0;
+        uint64_t at = (uint64_t) a, reach;
+        /* from the start, jump to the furthest end of a region holding the current byte */
+        while (at < (uint64_t) b) {
+            reach = at;
+            for (struct MPIDI_AMLAPI_region * r = w ? w->regions : NULL; r; r = r->next)
+                if (at >= r->base && at < r->base + r->size && r->base + r->size > reach)
+                    reach = r->base + r->size;
+            if (reach == at)
+                return 0;
+            at = reach;
+        }
+        return 1;
     }
     return a >= 0 && b <= (int64_t) win->size;
 }
@@ -878,8 +900,8 @@ static int native_acc_drain(MPIR_Win * win)
 {
     int mpi_errno = MPI_SUCCESS;
     struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-    if (w)
-        MPIDIU_PROGRESS_WHILE(w->acc_pending != 0, 0);
+    if (w && w->acc_pending != 0)
+        MPIDI_AMLAPI_WAIT_UNTIL(w->acc_pending == 0);
   fn_exit:
     return mpi_errno;
   fn_fail:

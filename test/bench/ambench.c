@@ -243,7 +243,7 @@ static double rma(size_t size, int get, int sync, int bw, MPI_Win win)
  * (MPI_SUM of longs), fetch_and_op (MPI_SUM, one long), compare_and_swap (one long) = one
  * lock_all around all of them and op + flush per operation; put_lat_pscw: post/wait at rank 1,
  * start/put/complete at rank 0 per operation. µs per operation. */
-enum { RW_PUT, RW_GET, RW_ACC, RW_FOP, RW_CAS, RW_PSCW, RW_FOP_EPOCH };
+enum { RW_PUT, RW_GET, RW_ACC, RW_FOP, RW_CAS, RW_PSCW, RW_FOP_EPOCH, RW_LOCK_CONTENDED };
 
 static double rma_alloc(size_t size, int what, MPI_Win win)
 {
@@ -273,6 +273,24 @@ static double rma_alloc(size_t size, int what, MPI_Win win)
         MPI_Group_free(&world);
         MPI_Barrier(MPI_COMM_WORLD);
         return t * 1e6 / n;
+    }
+    if (what == RW_LOCK_CONTENDED) {
+        /* every rank takes rank 0's exclusive lock, puts and unlocks, n times: us per epoch
+         * over all ranks, the lock's throughput under contention (MPICH's lockcontention
+         * tests' pattern; oversubscribed with --np above the cores) */
+        n = iters_for(size, 2000);
+        for (i = 0; i < n + w; i++) {
+            if (i == w) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = MPI_Wtime();
+            }
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+            MPI_Put(sbuf, (int) size, MPI_CHAR, 0, 0, (int) size, MPI_CHAR, win);
+            MPI_Win_unlock(0, win);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime() - t0;
+        return t * 1e6 / ((double) n * nprocs);
     }
     if (rank == 0 && what != RW_PUT && what != RW_FOP_EPOCH)
         MPI_Win_lock_all(0, win);
@@ -382,6 +400,7 @@ static const struct bench benches[] = {
     {"fop_lat_create", "Latency (us)", "8", K_RMAW, RW_FOP, 1},
     {"cas_lat_create", "Latency (us)", "8", K_RMAW, RW_CAS, 1},
     {"fop_epoch_create", "Latency (us)", "8", K_RMAW, RW_FOP_EPOCH, 1},
+    {"lock_contended_create", "Time per epoch (us)", "8", K_RMAW, RW_LOCK_CONTENDED, 1},
     {"put_lat_pscw_create", "Latency (us)", "8,4096,65536", K_RMAW, RW_PSCW, 1},
     {"put_lat_fence", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_FENCE, 0},
     {"put_lat_lock", "Latency (us)", "8,1024,65536,1048576", K_RMA, 0, RMA_LOCK, 0},

@@ -5,6 +5,13 @@
  *  - concurrent MPI_Accumulate(SUM) from every rank into every target, contiguous and with a
  *    strided target datatype, under lock_all: each element is the exact sum;
  *  - the same under fence and under post/start/complete/wait (active target);
+ *  - an early post: rank 1 posts for rank 0's second access epoch while rank 0 starts its
+ *    first one on rank 2 only, and rank 2 posts late, after a store into its window: rank
+ *    0's get from rank 2 must see that store (a start that counts posts from anybody
+ *    returns on rank 1's post and reads the window before it); rank 1 ends its exposure
+ *    with MPI_Win_test; where PSCW is amlapi's messages (windows that are not shared-memory
+ *    ones, MPIR_CVAR_AMLAPI_RMA_ACTIVE) each post counts in amlapi_rma_pscw_posts, else
+ *    none does;
  *  - MPI_Fetch_and_op(SUM, +1) on one counter by every rank: the fetched values are exactly
  *    0 .. n*ITERS-1, each once (a lost or doubled update shows);
  *  - a mutex built from MPI_Compare_and_swap guarding a get/put increment, released with
@@ -66,7 +73,8 @@ static const char *const kname[] = { "create", "allocate", "allocate_shared" };
 #define W_ACC 8
 #define W_STR (W_ACC + E)
 #define W_ACT (W_STR + 2 * E)
-#define W_LEN (W_ACT + E)
+#define W_EARLY (W_ACT + E)     /* stored by its owner just before it posts (test_early_post) */
+#define W_LEN (W_EARLY + 1)
 
 typedef struct {
     MPI_Win win;
@@ -367,6 +375,55 @@ static void test_self_lock(win_t * w)
 }
 
 /* lock: whether native locks serve this window */
+static void test_early_post(win_t * w, int native)
+{
+    MPI_Group world, g0, g1, g2;
+    int r0 = 0, r1 = 1, r2 = 2, flag = 0;
+    unsigned long long p0 = pvar_read("amlapi_rma_pscw_posts"), p;
+    long v = -1;
+    MPI_Comm_group(w->comm, &world);
+    MPI_Group_incl(world, 1, &r0, &g0);
+    MPI_Group_incl(world, 1, &r1, &g1);
+    MPI_Group_incl(world, 1, &r2, &g2);
+    if (w->me == 0) {
+        MPI_Win_start(g2, 0, w->win);
+        MPI_Get(&v, 1, MPI_LONG, 2, W_EARLY, 1, MPI_LONG, w->win);
+        MPI_Win_complete(w->win);
+        if (v != 42)
+            ERR("%s: a get from rank 2 after its post read %ld, want 42 (stored before the "
+                "post: start returned on rank 1's post for the next epoch)", kname[w->kind], v);
+        MPI_Win_start(g1, 0, w->win);
+        MPI_Win_complete(w->win);
+    } else if (w->me == 1) {
+        MPI_Win_post(g0, 0, w->win);
+        MPI_Send(&r1, 1, MPI_INT, 2, 0, w->comm);
+        while (!flag)
+            MPI_Win_test(w->win, &flag);
+    } else if (w->me == 2) {
+        MPI_Recv(&r1, 1, MPI_INT, 1, 0, w->comm, MPI_STATUS_IGNORE);
+        /* rank 0 is in MPI_Win_start by now, with rank 1's post on its way or there;
+         * progress meanwhile, so that an early get would be answered (with the old value) */
+        double t0 = MPI_Wtime();
+        int any;
+        while (MPI_Wtime() - t0 < 0.2)
+            MPI_Iprobe(MPI_ANY_SOURCE, 99, w->comm, &any, MPI_STATUS_IGNORE);
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 2, 0, w->win);
+        w->mem[W_EARLY] = 42;
+        MPI_Win_unlock(2, w->win);
+        MPI_Win_post(g0, 0, w->win);
+        MPI_Win_wait(w->win);
+    }
+    p = pvar_read("amlapi_rma_pscw_posts") - p0;
+    if ((w->me == 1 || w->me == 2) && p != (native ? 1 : 0))
+        ERR("%s: one MPI_Win_post counted %llu amlapi PSCW posts, want %d", kname[w->kind], p,
+            native ? 1 : 0);
+    MPI_Group_free(&g0);
+    MPI_Group_free(&g1);
+    MPI_Group_free(&g2);
+    MPI_Group_free(&world);
+    MPI_Barrier(w->comm);
+}
+
 static void test_lock_counts(win_t * w, int lock)
 {
     unsigned long long r0, e0, r, e;
@@ -468,7 +525,7 @@ int main(int argc, char **argv)
     int size, node_size, total, rma_shm, by_copy;
     MPI_Comm node;
     MPI_Datatype stride2;
-    int am, native_lock, coproc;
+    int am, native_lock, native_active, coproc;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -487,6 +544,7 @@ int main(int argc, char **argv)
      * shared memory (they need the window's memory exposed: RMA_DIRECT) */
     am = cvar_int("MPIR_CVAR_AMLAPI_RMA_AM") == 1 && cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT") == 1;
     native_lock = cvar_int("MPIR_CVAR_AMLAPI_RMA_LOCK") == 1;
+    native_active = cvar_int("MPIR_CVAR_AMLAPI_RMA_ACTIVE") == 1;
     coproc = !strcmp(cvar_env_str("AMLAPI_PROGRESS_MODE", "polling"), "coprocessor");
 
     for (int k = 0; k < K_COUNT; k++) {
@@ -511,8 +569,12 @@ int main(int argc, char **argv)
         test_exclusive(&w);
         test_readers_writers(&w);
         test_self_lock(&w);
-        if (n > 2)
+        if (n > 2) {
             test_lock_counts(&w, !shm && native_lock && k != K_SHARED);
+            /* MPICH 4.0.2's MPIDIG counts posts in one total (RMA_ACTIVE=0): it fails */
+            if (shm || native_active)
+                test_early_post(&w, !shm && native_active);
+        }
         ops = pvar_read("amlapi_rma_shm_ops") - ops0;
         acc = pvar_read("amlapi_rma_shm_atomics") - acc0;
         cp = pvar_read("amlapi_rma_shm_single_copy_ops") - cp0;

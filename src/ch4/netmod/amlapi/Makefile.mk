@@ -46,6 +46,7 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_win.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_rma_am.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_rma_lock.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_rma_active.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_rma_shm.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_coll.c \
                     src/mpid/ch4/netmod/amlapi/coll_torus/ct_topo.c \

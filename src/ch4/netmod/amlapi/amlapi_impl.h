@@ -37,7 +37,8 @@ enum {
     MPIDI_AMLAPI_H_CTRL,        /* its control messages: sync ack, cancel */
     MPIDI_AMLAPI_H_DYNPROC,     /* MPICH's connect/accept handshake (amlapi_spawn.c) */
     MPIDI_AMLAPI_H_RMA,         /* native RMA operations and their answers (amlapi_rma_am.c) */
-    MPIDI_AMLAPI_H_LOCK         /* passive-target window locks (amlapi_rma_lock.c) */
+    MPIDI_AMLAPI_H_LOCK,        /* passive-target window locks (amlapi_rma_lock.c) */
+    MPIDI_AMLAPI_H_PSCW         /* post/start/complete/wait notices (amlapi_rma_active.c) */
 };
 
 /* What precedes MPIDIG's own header in the aml user header. 8 bytes, so the MPIDIG header
@@ -199,6 +200,8 @@ int MPIDI_AMLAPI_rma_am_init(void);
 void MPIDI_AMLAPI_rma_am_finalize(void);
 /* amlapi_rma_lock.c: registers the window lock handler */
 int MPIDI_AMLAPI_lk_init(void);
+/* amlapi_rma_active.c: registers the PSCW handler */
+int MPIDI_AMLAPI_pscw_init(void);
 int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
 int MPIDI_AMLAPI_progress_blocked(int events);
 int MPIDI_AMLAPI_coproc_progressed(int events);

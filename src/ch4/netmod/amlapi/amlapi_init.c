@@ -588,6 +588,8 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_AMLAPI_lk_init();
     MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_AMLAPI_pscw_init();
+    MPIR_ERR_CHECK(mpi_errno);
     /* aml carries the whole tag in its header: no tag bits are taken for matching */
     *tag_bits = MPIR_TAG_BITS_DEFAULT;
 

@@ -8,8 +8,9 @@
  * message at the target); the rest goes as one native amlapi message (amlapi_rma_am.c) or
  * through MPICH's generic MPIDIG layer, which calls the completion hooks below before it
  * closes an epoch, so direct operations are complete when it does. Passive-target locks of
- * those windows are amlapi's (amlapi_rma_lock.c); fence, PSCW, flush, win_sync and
- * shared_query are MPIDIG's there.
+ * those windows are amlapi's (amlapi_rma_lock.c), and so are post/start/complete/wait and
+ * fence (amlapi_rma_active.c); flush, win_sync and shared_query are MPIDIG's there, over the
+ * completion hooks.
  */
 #ifndef AMLAPI_RMA_H_INCLUDED
 #define AMLAPI_RMA_H_INCLUDED
@@ -47,6 +48,7 @@ int MPIDI_AMLAPI_win_post(MPIR_Group * group, int assert, MPIR_Win * win);
 int MPIDI_AMLAPI_win_start(MPIR_Group * group, int assert, MPIR_Win * win);
 int MPIDI_AMLAPI_win_complete(MPIR_Win * win);
 int MPIDI_AMLAPI_win_wait(MPIR_Win * win, int *flag);
+int MPIDI_AMLAPI_win_fence(int assert, MPIR_Win * win);
 
 /* Every hook waits for all of the window's direct operations: a put completes only once its
  * data is at the target, so local and remote completion are one. */
@@ -113,7 +115,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_rget(void *origin_addr, int origin_cou
 }
 
 /* ---- synchronisation and accumulates: amlapi_rma_shm.c, which hands the other windows to
- * MPIDIG; fence, win_sync and shared_query: MPIDIG ---- */
+ * amlapi_rma_lock.c, amlapi_rma_am.c or MPIDIG; post/start/complete/wait and fence:
+ * amlapi_rma_active.c; win_sync and shared_query: MPIDIG ---- */
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_start(MPIR_Group * group, int assert, MPIR_Win * win)
 {
@@ -154,7 +157,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_unlock(int rank, MPIR_Win * win,
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_fence(int assert, MPIR_Win * win)
 {
-    return MPIDIG_mpi_win_fence(assert, win);
+    return MPIDI_AMLAPI_win_fence(assert, win);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_shared_query(MPIR_Win * win, int rank,

@@ -49,9 +49,9 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Passive-target locks (MPI_Win_lock/unlock, lock_all/unlock_all) of windows that are
-        not shared-memory ones are amlapi's own: acquired by the first operation to a
-        target, released without waiting. 0: MPICH's MPIDIG lock protocol (for
-        comparison). Every rank must use the same value.
+        not shared-memory ones, nor MPI_Win_allocate_shared ones, are amlapi's own:
+        acquired by the first operation to a target, released without waiting. 0: MPICH's
+        MPIDIG lock protocol (for comparison). Every rank must use the same value.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
@@ -106,7 +106,6 @@ struct MPIDI_AMLAPI_lk {
 };
 
 static unsigned long long pv_requests, pv_queued, pv_elided;
-static int inline_ok;           /* a lock message fits aml_amsend_small */
 
 /* Not for MPI_Win_allocate_shared windows that are not shared-memory ones
  * (MPIR_CVAR_AMLAPI_RMA_SHM=0): their ranks may load and store each other's memory through
@@ -146,15 +145,8 @@ static struct MPIDI_AMLAPI_lk *lk_of(MPIR_Win * win)
 static void send_msg(MPIR_Win * win, int rank, uint8_t kind, int type)
 {
     lk_msg_t m = { kind, (uint8_t) type, {0}, win->comm_ptr->rank, MPIDIG_WIN(win, win_id) };
-    aml_t *aml = MPIDI_AMLAPI_global.aml;
-    int peer = MPIDI_AMLAPI_peer(win->comm_ptr, rank), rc;
-    /* aml copies the header before returning on both paths; the general one is for a
-     * protocol forced by MPIR_CVAR_AMLAPI_PROTOCOL, where no message is inline */
-    if (inline_ok)
-        rc = aml_amsend_small(aml, peer, MPIDI_AMLAPI_H_LOCK, &m, sizeof(m), NULL, 0);
-    else
-        rc = aml_amsend(aml, peer, MPIDI_AMLAPI_H_LOCK, &m, sizeof(m), NULL, 0, NULL, NULL,
-                        NULL);
+    int rc = MPIDI_AMLAPI_ctl_send(MPIDI_AMLAPI_peer(win->comm_ptr, rank), MPIDI_AMLAPI_H_LOCK,
+                                   &m, sizeof(m));
     if (rc != AML_OK)
         MPIDI_AMLAPI_fatal("cannot send a window lock %s to rank %d: %s", lk_kind_name[kind],
                            rank, aml_strerror(rc));
@@ -449,17 +441,7 @@ void MPIDI_AMLAPI_lk_free(struct MPIDI_AMLAPI_win *w)
 
 int MPIDI_AMLAPI_lk_init(void)
 {
-    int mpi_errno = MPI_SUCCESS, rc;
-    int64_t inl;
-    rc = aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_INLINE_LIMIT, &inl);
-    MPIDI_AMLAPI_CHK(rc, "aml_qenv");
-    inline_ok = inl >= (int64_t) sizeof(lk_msg_t);
-    rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_LOCK, lk_handler, NULL);
-    MPIDI_AMLAPI_CHK(rc, "aml_register_handler");
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
+    return MPIDI_AMLAPI_ctl_register(MPIDI_AMLAPI_H_LOCK, lk_handler);
 }
 
 void MPIDI_AMLAPI_lk_pvars(void)

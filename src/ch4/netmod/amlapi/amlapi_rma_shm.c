@@ -49,9 +49,7 @@
 typedef struct {
     uint64_t lock;
     uint32_t acc;               /* accumulate mutex: 0 free, 1 held */
-    uint32_t posts;             /* MPI_Win_post calls naming this rank, not yet started on */
-    uint32_t completes;         /* MPI_Win_complete calls to this rank, not yet waited for */
-    char pad[64 - sizeof(uint64_t) - 3 * sizeof(uint32_t)];
+    char pad[64 - sizeof(uint64_t) - sizeof(uint32_t)];
 } shm_ctl_t;
 
 struct shm_target {
@@ -67,6 +65,11 @@ struct shm_target {
 
 struct MPIDI_AMLAPI_shmwin {
     void *ctl_seg;
+    /* in ctl_seg after the ranks' lines, by window rank: posts[t * n + o] counts the
+     * MPI_Win_post calls of target t naming origin o that o has not started on yet;
+     * completes[t * n + o] the MPI_Win_complete calls of origin o to target t that t has not
+     * waited for yet */
+    uint32_t *posts, *completes;
     struct shm_target t[];      /* per rank of the window's communicator */
 };
 
@@ -116,7 +119,8 @@ int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win, int by_copy)
         goto fn_exit;
 
     /* zero-filled: a new segment */
-    mpi_errno = MPIDU_shm_alloc(node, n * sizeof(shm_ctl_t), &seg, &fail);
+    mpi_errno = MPIDU_shm_alloc(node, n * sizeof(shm_ctl_t) + 2 * (size_t) n * n *
+                                sizeof(uint32_t), &seg, &fail);
     MPIR_ERR_CHECK(mpi_errno);
     s = MPL_calloc(1, sizeof(*s) + n * sizeof(struct shm_target), MPL_MEM_RMA);
     all_ok = !fail && s;
@@ -130,6 +134,8 @@ int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win, int by_copy)
         goto fn_exit;
     }
     s->ctl_seg = seg;
+    s->posts = (uint32_t *) ((shm_ctl_t *) seg + n);
+    s->completes = s->posts + (size_t) n * n;
     for (int i = 0; i < n; i++) {
         int l = comm->intranode_table[i];
         struct shm_target *t = &s->t[i];
@@ -350,144 +356,55 @@ int MPIDI_AMLAPI_win_unlock_all(MPIR_Win * win)
 }
 
 /* ---- post/start/complete/wait: counters in the control segment ----------------------
- * A post adds one to each origin's "posts", a start waits for as many as its group has
- * targets; a complete adds one to each target's "completes", a wait waits for its group.
- * MPI's rules keep the counts of successive epochs apart (a target cannot post again before
- * its wait, which needs the origin's complete, which comes after the origin's start), as
- * they do MPIDIG's message counts. The adds release this rank's earlier stores (its local
- * writes before post, its operations before complete); the waits acquire them. */
+ * A post adds one to (itself, origin) for each origin of its group, a start waits until
+ * (target, itself) holds one for each target of its group and takes them; a complete adds
+ * one to (target, itself), a wait takes one of (itself, origin) for each origin. Counted
+ * per pair, not in one total per rank: a post for this rank's next epoch from a rank outside
+ * the current start group must not stand in for a post the group has not made yet (MPI
+ * lets a target post early). MPI's rules keep the counts of successive epochs of one pair
+ * apart (a target cannot post again before its wait, which needs the origin's complete,
+ * which comes after the origin's start). The adds release this rank's earlier stores (its
+ * local writes before post, its operations before complete); the waits acquire them. */
 
-static int group_ranks(MPIR_Win * win, MPIR_Group * group, int **ranks)
+/* adds one to count[ranks[i] * stride] for each rank of the group */
+static void signal_ranks(uint32_t * count, size_t stride, const int *ranks, int k)
 {
-    int mpi_errno = MPI_SUCCESS;
-    *ranks = MPL_malloc(MPL_MAX(group->size, 1) * sizeof(int), MPL_MEM_RMA);
-    MPIR_ERR_CHKANDJUMP(!*ranks, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
-    mpi_errno = MPIDIG_fill_ranks_in_win_grp(win, group, *ranks);
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
+    for (int i = 0; i < k; i++)
+        __atomic_fetch_add(&count[ranks[i] * stride], 1, __ATOMIC_RELEASE);
 }
 
-static int signal_group(MPIR_Win * win, MPIR_Group * group, int completes)
+/* takes one of each count[ranks[i] * stride] once all hold one (only this rank takes) */
+static inline int take_all(uint32_t * count, size_t stride, const int *ranks, int k)
 {
-    int mpi_errno, *ranks = NULL;
-    struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
-    mpi_errno = group_ranks(win, group, &ranks);
-    if (mpi_errno == MPI_SUCCESS)
-        for (int i = 0; i < group->size; i++)
-            __atomic_fetch_add(completes ? &s->t[ranks[i]].ctl->completes :
-                               &s->t[ranks[i]].ctl->posts, 1, __ATOMIC_RELEASE);
-    MPL_free(ranks);
-    return mpi_errno;
-}
-
-/* takes n from *count once it holds that many */
-static inline int take(uint32_t * count, uint32_t n)
-{
-    if (__atomic_load_n(count, __ATOMIC_ACQUIRE) < n)
-        return 0;
-    __atomic_fetch_sub(count, n, __ATOMIC_RELAXED);
+    for (int i = 0; i < k; i++)
+        if (__atomic_load_n(&count[ranks[i] * stride], __ATOMIC_ACQUIRE) == 0)
+            return 0;
+    for (int i = 0; i < k; i++)
+        __atomic_fetch_sub(&count[ranks[i] * stride], 1, __ATOMIC_RELAXED);
     return 1;
 }
 
-int MPIDI_AMLAPI_win_post(MPIR_Group * group, int assert, MPIR_Win * win)
+/* amlapi_rma_active.c's PSCW calls these for a shared-memory window: a post (complete 0) or
+ * complete notice from this rank to each of ranks[0..k) */
+void MPIDI_AMLAPI_shm_pscw_signal(MPIR_Win * win, const int *ranks, int k, int complete)
 {
-    int mpi_errno = MPI_SUCCESS, epoch;
-    if (!shmwin(win))
-        return MPIDIG_mpi_win_post(group, assert, win);
-    epoch = MPIDIG_WIN(win, sync).exposure_epoch_type;
-    MPIR_ERR_CHKANDJUMP(epoch != MPIDIG_EPOTYPE_NONE && epoch != MPIDIG_EPOTYPE_REFENCE,
-                        mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
-    MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).pw.group != NULL, mpi_errno, MPI_ERR_GROUP,
-                        "**group");
-    if (!(assert & MPI_MODE_NOCHECK)) {
-        mpi_errno = signal_group(win, group, 0);
-        MPIR_ERR_CHECK(mpi_errno);
-    }
-    MPIR_Group_add_ref(group);
-    MPIDIG_WIN(win, sync).pw.group = group;
-    MPIDIG_WIN(win, sync).exposure_epoch_type = MPIDIG_EPOTYPE_POST;
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
-}
-
-int MPIDI_AMLAPI_win_start(MPIR_Group * group, int assert, MPIR_Win * win)
-{
-    int mpi_errno = MPI_SUCCESS, epoch;
     struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
-    if (!s)
-        return MPIDIG_mpi_win_start(group, assert, win);
-    epoch = MPIDIG_WIN(win, sync).access_epoch_type;
-    MPIR_ERR_CHKANDJUMP(epoch != MPIDIG_EPOTYPE_NONE && epoch != MPIDIG_EPOTYPE_REFENCE,
-                        mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
-    MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).sc.group != NULL, mpi_errno, MPI_ERR_GROUP,
-                        "**group");
-    if (!(assert & MPI_MODE_NOCHECK)) {
-        uint32_t *posts = &s->t[win->comm_ptr->rank].ctl->posts;
-        MPIDIU_PROGRESS_WHILE(!take(posts, (uint32_t) group->size), 0);
-    }
-    MPIR_Group_add_ref(group);
-    MPIDIG_WIN(win, sync).sc.group = group;
-    MPIDIG_WIN(win, sync).access_epoch_type = MPIDIG_EPOTYPE_START;
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
+    size_t n = win->comm_ptr->local_size, me = win->comm_ptr->rank;
+    if (complete)
+        signal_ranks(s->completes + me, n, ranks, k);  /* completes[t * n + me] */
+    else
+        signal_ranks(s->posts + me * n, 1, ranks, k);  /* posts[me * n + o] */
 }
 
-int MPIDI_AMLAPI_win_complete(MPIR_Win * win)
+/* ... and takes one post (complete 0) or complete notice from each of ranks[0..k) once all
+ * have sent one */
+int MPIDI_AMLAPI_shm_pscw_take(MPIR_Win * win, const int *ranks, int k, int complete)
 {
-    int mpi_errno = MPI_SUCCESS;
-    MPIR_Group *group;
-    if (!shmwin(win))
-        return MPIDIG_mpi_win_complete(win);
-    MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).access_epoch_type != MPIDIG_EPOTYPE_START,
-                        mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
-    group = MPIDIG_WIN(win, sync).sc.group;
-    mpi_errno = signal_group(win, group, 1);
-    MPIR_ERR_CHECK(mpi_errno);
-    MPIDIG_WIN(win, sync).access_epoch_type = MPIDIG_EPOTYPE_NONE;
-    MPIDIG_WIN(win, sync).sc.group = NULL;
-    MPIR_Group_release(group);
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
-}
-
-/* wait (blocking) or test: ends the exposure epoch once every origin has completed */
-int MPIDI_AMLAPI_win_wait(MPIR_Win * win, int *flag)
-{
-    int mpi_errno = MPI_SUCCESS, done;
     struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
-    MPIR_Group *group;
-    uint32_t *completes;
-    if (!s)
-        return flag ? MPIDIG_mpi_win_test(win, flag) : MPIDIG_mpi_win_wait(win);
-    MPIR_ERR_CHKANDJUMP(MPIDIG_WIN(win, sync).exposure_epoch_type != MPIDIG_EPOTYPE_POST,
-                        mpi_errno, MPI_ERR_RMA_SYNC, "**rmasync");
-    group = MPIDIG_WIN(win, sync).pw.group;
-    completes = &s->t[win->comm_ptr->rank].ctl->completes;
-    if (flag) {
-        done = take(completes, (uint32_t) group->size);
-        *flag = done;
-        if (!done) {
-            mpi_errno = MPID_Progress_test(NULL);
-            goto fn_exit;
-        }
-    } else {
-        MPIDIU_PROGRESS_WHILE(!take(completes, (uint32_t) group->size), 0);
-    }
-    MPIDIG_WIN(win, sync).pw.group = NULL;
-    MPIDIG_WIN(win, sync).exposure_epoch_type = MPIDIG_EPOTYPE_NONE;
-    MPIR_Group_release(group);
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
+    size_t n = win->comm_ptr->local_size, me = win->comm_ptr->rank;
+    if (complete)
+        return take_all(s->completes + me * n, 1, ranks, k);   /* completes[me * n + o] */
+    return take_all(s->posts + me, n, ranks, k);       /* posts[t * n + me] */
 }
 
 static int passive_check(MPIR_Win * win)

@@ -255,6 +255,7 @@ int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
         MPIDI_AMLAPI_CHK(rc, "aml_xmem_withdraw");
     }
     MPIDI_AMLAPI_lk_free(w);
+    MPIDI_AMLAPI_pscw_free(w);
     while (w->regions) {
         struct MPIDI_AMLAPI_region *r = w->regions;
         w->regions = r->next;
@@ -560,6 +561,33 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
     goto fn_exit;
 }
 
+/* The synchronisation messages of amlapi_rma_lock.c and amlapi_rma_active.c: a small header
+ * and no data, inline when aml allows (aml copies the header before returning on both
+ * paths); aml's general send when a protocol forced by MPIR_CVAR_AMLAPI_PROTOCOL rules
+ * inline messages out. */
+static int64_t ctl_inline_max = -1;
+
+int MPIDI_AMLAPI_ctl_register(unsigned handler, aml_hdr_handler_t fn)
+{
+    int mpi_errno = MPI_SUCCESS, rc;
+    rc = aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_INLINE_LIMIT, &ctl_inline_max);
+    MPIDI_AMLAPI_CHK(rc, "aml_qenv");
+    rc = aml_register_handler(MPIDI_AMLAPI_global.aml, handler, fn, NULL);
+    MPIDI_AMLAPI_CHK(rc, "aml_register_handler");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_ctl_send(int peer, unsigned handler, const void *hdr, size_t len)
+{
+    aml_t *aml = MPIDI_AMLAPI_global.aml;
+    if ((int64_t) len <= ctl_inline_max)
+        return aml_amsend_small(aml, peer, handler, hdr, len, NULL, 0);
+    return aml_amsend(aml, peer, handler, hdr, len, NULL, 0, NULL, NULL, NULL);
+}
+
 void MPIDI_AMLAPI_win_pvars(void)
 {
     static int registered;
@@ -569,6 +597,7 @@ void MPIDI_AMLAPI_win_pvars(void)
     MPIDI_AMLAPI_shm_win_pvars();
     MPIDI_AMLAPI_rma_am_pvars();
     MPIDI_AMLAPI_lk_pvars();
+    MPIDI_AMLAPI_pscw_pvars();
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_direct_puts", &pv_puts,
                               "MPI_Put/MPI_Rput done as direct operations (no message at the "
                               "target: single copy on the node, UCX RMA between hosts)");

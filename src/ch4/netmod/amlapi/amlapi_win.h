@@ -15,6 +15,7 @@ struct MPIDI_AMLAPI_win_target {
 
 struct MPIDI_AMLAPI_shmwin;
 struct MPIDI_AMLAPI_lk;
+struct MPIDI_AMLAPI_pscw;
 
 /* a region attached to a dynamic window (MPI_Win_attach) */
 struct MPIDI_AMLAPI_region {
@@ -35,6 +36,8 @@ struct MPIDI_AMLAPI_win {
                                                  * may touch here (amlapi_rma_am.c) */
     struct MPIDI_AMLAPI_lk *lk; /* passive-target locks (amlapi_rma_lock.c); NULL until the
                                  * window's first lock */
+    struct MPIDI_AMLAPI_pscw *pscw;     /* post/start/complete/wait counts
+                                         * (amlapi_rma_active.c); NULL until first used */
 };
 
 #define MPIDI_AMLAPI_WIN(win) ((win)->dev.netmod.amlapi.w)
@@ -65,6 +68,9 @@ int MPIDI_AMLAPI_shm_get(void *origin_addr, int origin_count, MPI_Datatype origi
                          int target_rank, MPI_Aint target_disp, int target_count,
                          MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request);
 void MPIDI_AMLAPI_shm_win_pvars(void);
+/* a shared-memory window's PSCW counters (complete 0: posts, 1: completes) */
+void MPIDI_AMLAPI_shm_pscw_signal(MPIR_Win * win, const int *ranks, int k, int complete);
+int MPIDI_AMLAPI_shm_pscw_take(MPIR_Win * win, const int *ranks, int k, int complete);
 /* applies (origin) to the target's (count, dt) at addr with op, here */
 int MPIDI_AMLAPI_rma_apply(const void *origin_addr, int origin_count,
                            MPI_Datatype origin_datatype, char *addr, int target_count,
@@ -103,6 +109,14 @@ int MPIDI_AMLAPI_lk_before_op(MPIR_Win * win, int rank);
 int MPIDI_AMLAPI_lk_win_free(MPIR_Win * win);
 void MPIDI_AMLAPI_lk_free(struct MPIDI_AMLAPI_win *w);
 void MPIDI_AMLAPI_lk_pvars(void);
+
+/* amlapi_win.c: the synchronisation messages' handler registration and send (an aml rc) */
+int MPIDI_AMLAPI_ctl_register(unsigned handler, aml_hdr_handler_t fn);
+int MPIDI_AMLAPI_ctl_send(int peer, unsigned handler, const void *hdr, size_t len);
+
+/* amlapi_rma_active.c: post/start/complete/wait (amlapi_rma.h) and fence */
+void MPIDI_AMLAPI_pscw_free(struct MPIDI_AMLAPI_win *w);
+void MPIDI_AMLAPI_pscw_pvars(void);
 
 /* Every operation of a window that is not a shared-memory one starts here: the first one to
  * a target in a lock or lock_all epoch takes the target's lock (amlapi_rma_lock.c). */

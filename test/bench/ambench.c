@@ -203,38 +203,77 @@ static void rma_op(int get, size_t size, MPI_Win win)
         MPI_Put(sbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
 }
 
+/* One-sided steps are timed for about RMA_SECONDS each, not a fixed count: at a microsecond
+ * per step a fixed 5000 steps last 5 ms, where one scheduler tick of the other rank (4 ms
+ * here) doubled a sample, and 50 warm-up steps left first-touch costs in the first size's
+ * figure (an 8-byte get looked slower than a 1-KiB one). Each rank runs the same number of
+ * steps (fence and PSCW steps involve both); in passive-target steps rank 1 does nothing and
+ * waits in the broadcast, where it progresses. */
+#define RMA_SECONDS 0.2
+
+struct rma_step {
+    int what;                   /* RW_* or, for rma(), -1 - sync */
+    int get, ops;
+    size_t size;
+    int longs;
+    MPI_Win win;
+    MPI_Group peer;
+};
+
+static void rma_step(const struct rma_step *c);
+
+/* k steps; rank 0's elapsed seconds */
+static double rma_run(const struct rma_step *c, int k)
+{
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < k; i++)
+        rma_step(c);
+    return MPI_Wtime() - t0;
+}
+
+/* rank 0 picks how many steps fill `seconds` from t for k, and every rank runs that many */
+static int rma_agree(double t, int k, double seconds, int lo)
+{
+    int n = t > 0 ? (int) (seconds * k / t) : 1000000;
+    n = n < lo ? lo : n > 1000000 ? 1000000 : n;
+    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return n;
+}
+
+/* µs per step at rank 0: 10 steps, about 20 ms of warm-up, then about RMA_SECONDS measured
+ * (-i N: 50 warm-up steps and N measured) */
+static double rma_timed(const struct rma_step *c)
+{
+    int k = 10, n;
+    double t;
+    if (iters_arg) {
+        rma_run(c, warmup_arg ? warmup_arg : 50);
+        MPI_Barrier(MPI_COMM_WORLD);
+        n = iters_arg;
+    } else {
+        t = rma_run(c, k);
+        k = rma_agree(t, k, 0.02, 10);
+        t = rma_run(c, k);
+        n = rma_agree(t, k, RMA_SECONDS, 20);
+    }
+    t = rma_run(c, n);
+    MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return t * 1e6 / n;
+}
+
 /* latency: one operation per epoch (fence-op-fence, or lock-op-unlock), µs per epoch.
  * bandwidth: a window of operations per epoch, MB/s. */
 static double rma(size_t size, int get, int sync, int bw, MPI_Win win)
 {
-    int i, j, ops = bw ? window : 1;
-    int n = bw ? windows_for(size) : iters_for(size, 5000), w = bw ? 3 : 50;
-    double t0 = 0, t;
+    struct rma_step c = { -1 - sync, get, bw ? window : 1, size, 0, win, MPI_GROUP_NULL };
+    double us;
     if (sync == RMA_FENCE)
         MPI_Win_fence(0, win);
-    for (i = 0; i < n + w; i++) {
-        if (i == w) {
-            if (sync == RMA_LOCK)
-                MPI_Barrier(MPI_COMM_WORLD);
-            t0 = MPI_Wtime();
-        }
-        if (sync == RMA_FENCE) {
-            if (rank == 0)
-                for (j = 0; j < ops; j++)
-                    rma_op(get, size, win);
-            MPI_Win_fence(0, win);
-        } else if (rank == 0) {
-            MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
-            for (j = 0; j < ops; j++)
-                rma_op(get, size, win);
-            MPI_Win_unlock(1, win);
-        }
-    }
-    t = MPI_Wtime() - t0;
+    us = rma_timed(&c);
     MPI_Barrier(MPI_COMM_WORLD);
     if (bw)
-        return (double) size * ops * n / t / 1e6;
-    return t * 1e6 / n;
+        return (double) size * c.ops / us;
+    return us;
 }
 
 /* Issue 15's one-node measurement, on a window from MPI_Win_allocate (where an MPI may put
@@ -245,35 +284,75 @@ static double rma(size_t size, int get, int sync, int bw, MPI_Win win)
  * start/put/complete at rank 0 per operation. µs per operation. */
 enum { RW_PUT, RW_GET, RW_ACC, RW_FOP, RW_CAS, RW_PSCW, RW_FOP_EPOCH, RW_LOCK_CONTENDED };
 
+static void rma_step(const struct rma_step *c)
+{
+    MPI_Win win = c->win;
+    size_t size = c->size;
+    if (c->what < 0) {          /* rma(): -1 - RMA_FENCE or -1 - RMA_LOCK */
+        if (c->what == -1 - RMA_FENCE) {
+            if (rank == 0)
+                for (int j = 0; j < c->ops; j++)
+                    rma_op(c->get, size, win);
+            MPI_Win_fence(0, win);
+        } else if (rank == 0) {
+            MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+            for (int j = 0; j < c->ops; j++)
+                rma_op(c->get, size, win);
+            MPI_Win_unlock(1, win);
+        }
+        return;
+    }
+    if (c->what == RW_PSCW) {
+        if (rank == 0) {
+            MPI_Win_start(c->peer, 0, win);
+            MPI_Put(sbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
+            MPI_Win_complete(win);
+        } else if (rank == 1) {
+            MPI_Win_post(c->peer, 0, win);
+            MPI_Win_wait(win);
+        }
+        return;
+    }
+    if (rank != 0)
+        return;
+    switch (c->what) {
+        case RW_PUT:
+            MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+            MPI_Put(sbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
+            MPI_Win_unlock(1, win);
+            return;
+        case RW_FOP_EPOCH:
+            /* a whole passive epoch per operation, as lock-based codes (and MPICH's
+             * atomic_rmw tests) do */
+            MPI_Win_lock_all(0, win);
+            MPI_Fetch_and_op(sbuf, rbuf, MPI_LONG, 1, 0, MPI_SUM, win);
+            MPI_Win_unlock_all(win);
+            return;
+        case RW_GET:
+            MPI_Get(rbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
+            break;
+        case RW_ACC:
+            MPI_Accumulate(sbuf, c->longs, MPI_LONG, 1, 0, c->longs, MPI_LONG, MPI_SUM, win);
+            break;
+        case RW_FOP:
+            MPI_Fetch_and_op(sbuf, rbuf, MPI_LONG, 1, 0, MPI_SUM, win);
+            break;
+        case RW_CAS:
+            MPI_Compare_and_swap(sbuf, rbuf + sizeof(long), rbuf, MPI_LONG, 1, 0, win);
+            break;
+    }
+    MPI_Win_flush(1, win);
+}
+
 static double rma_alloc(size_t size, int what, MPI_Win win)
 {
-    int i, n = iters_for(size, 5000), w = 50;
-    int longs = size >= sizeof(long) ? (int) (size / sizeof(long)) : 1;
-    double t0 = 0, t;
-    MPI_Group world, peer;
+    int i, n, w = 50;
+    double t0 = 0, t, us;
+    struct rma_step c = { what, 0, 1, size, size >= sizeof(long) ? (int) (size / sizeof(long)) : 1,
+        win, MPI_GROUP_NULL
+    };
+    MPI_Group world;
     MPI_Barrier(MPI_COMM_WORLD);
-    if (what == RW_PSCW) {
-        int other = 1 - rank;
-        MPI_Comm_group(MPI_COMM_WORLD, &world);
-        MPI_Group_incl(world, 1, &other, &peer);
-        for (i = 0; rank < 2 && i < n + w; i++) {
-            if (i == w)
-                t0 = MPI_Wtime();
-            if (rank == 0) {
-                MPI_Win_start(peer, 0, win);
-                MPI_Put(sbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
-                MPI_Win_complete(win);
-            } else {
-                MPI_Win_post(peer, 0, win);
-                MPI_Win_wait(win);
-            }
-        }
-        t = MPI_Wtime() - t0;
-        MPI_Group_free(&peer);
-        MPI_Group_free(&world);
-        MPI_Barrier(MPI_COMM_WORLD);
-        return t * 1e6 / n;
-    }
     if (what == RW_LOCK_CONTENDED) {
         /* every rank takes rank 0's exclusive lock, puts and unlocks, n times: us per epoch
          * over all ranks, the lock's throughput under contention (MPICH's lockcontention
@@ -292,44 +371,21 @@ static double rma_alloc(size_t size, int what, MPI_Win win)
         t = MPI_Wtime() - t0;
         return t * 1e6 / ((double) n * nprocs);
     }
-    if (rank == 0 && what != RW_PUT && what != RW_FOP_EPOCH)
-        MPI_Win_lock_all(0, win);
-    for (i = 0; rank == 0 && i < n + w; i++) {
-        if (i == w)
-            t0 = MPI_Wtime();
-        switch (what) {
-            case RW_PUT:
-                MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
-                MPI_Put(sbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
-                MPI_Win_unlock(1, win);
-                continue;
-            case RW_FOP_EPOCH:
-                /* a whole passive epoch per operation, as lock-based codes (and MPICH's
-                 * atomic_rmw tests) do */
-                MPI_Win_lock_all(0, win);
-                MPI_Fetch_and_op(sbuf, rbuf, MPI_LONG, 1, 0, MPI_SUM, win);
-                MPI_Win_unlock_all(win);
-                continue;
-            case RW_GET:
-                MPI_Get(rbuf, (int) size, MPI_CHAR, 1, 0, (int) size, MPI_CHAR, win);
-                break;
-            case RW_ACC:
-                MPI_Accumulate(sbuf, longs, MPI_LONG, 1, 0, longs, MPI_LONG, MPI_SUM, win);
-                break;
-            case RW_FOP:
-                MPI_Fetch_and_op(sbuf, rbuf, MPI_LONG, 1, 0, MPI_SUM, win);
-                break;
-            case RW_CAS:
-                MPI_Compare_and_swap(sbuf, rbuf + sizeof(long), rbuf, MPI_LONG, 1, 0, win);
-                break;
-        }
-        MPI_Win_flush(1, win);
+    if (what == RW_PSCW) {
+        int other = 1 - rank;
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        MPI_Group_incl(world, rank < 2 ? 1 : 0, &other, &c.peer);
+        MPI_Group_free(&world);
     }
-    t = MPI_Wtime() - t0;
-    if (rank == 0 && what != RW_PUT && what != RW_FOP_EPOCH)
+    if (rank == 0 && what != RW_PUT && what != RW_FOP_EPOCH && what != RW_PSCW)
+        MPI_Win_lock_all(0, win);
+    us = rma_timed(&c);
+    if (rank == 0 && what != RW_PUT && what != RW_FOP_EPOCH && what != RW_PSCW)
         MPI_Win_unlock_all(win);
+    if (c.peer != MPI_GROUP_NULL)
+        MPI_Group_free(&c.peer);
     MPI_Barrier(MPI_COMM_WORLD);
-    return t * 1e6 / n;
+    return us;
 }
 
 /* --- driver -------------------------------------------------------------------------------- */

@@ -25,6 +25,11 @@
  *    lock_all + one put + unlock_all asks for exactly two locks (the target's and this
  *    rank's) and elides the rest (amlapi_rma_lock_requests/_elided), lock/unlock with no
  *    operation asks for none;
+ *  - an operation sent with a lock request that must wait (native locks): rank 1 holds rank
+ *    0's exclusive lock after a put of 5; rank 2 starts lock_all + fetch_and_op on the same
+ *    word once rank 0 sees its request queued; rank 1 then puts 7 and unlocks. The fetched
+ *    value must be 7 (the operation waited for the lock), and where native RMA messages
+ *    carry it, rank 0 counts it in amlapi_rma_am_deferred;
  *  - passive-target progress on shared-memory windows, and on the others in coprocessor
  *    progress mode: the target spins on its own memory making no MPI call while every other
  *    rank locks, accumulates into it and unlocks;
@@ -74,7 +79,8 @@ static const char *const kname[] = { "create", "allocate", "allocate_shared" };
 #define W_STR (W_ACC + E)
 #define W_ACT (W_STR + 2 * E)
 #define W_EARLY (W_ACT + E)     /* stored by its owner just before it posts (test_early_post) */
-#define W_LEN (W_EARLY + 1)
+#define W_DEFER (W_EARLY + 1)   /* test_deferred's counter */
+#define W_LEN (W_DEFER + 1)
 
 typedef struct {
     MPI_Win win;
@@ -424,6 +430,56 @@ static void test_early_post(win_t * w, int native)
     MPI_Barrier(w->comm);
 }
 
+static void test_deferred(win_t * w, int am)
+{
+    long five = 5, seven = 7, one = 1, got = -1;
+    int go = 0;
+    unsigned long long q0 = pvar_read("amlapi_rma_lock_queued"),
+        d0 = pvar_read("amlapi_rma_am_deferred");
+    if (w->me == 1) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w->win);
+        MPI_Put(&five, 1, MPI_LONG, 0, W_DEFER, 1, MPI_LONG, w->win);
+        MPI_Win_flush(0, w->win);
+        MPI_Send(&go, 1, MPI_INT, 2, 0, w->comm);
+        MPI_Recv(&go, 1, MPI_INT, 0, 0, w->comm, MPI_STATUS_IGNORE);
+        /* rank 2's fetch_and_op is at rank 0 now (or on its way): it must not see 5 */
+        MPI_Put(&seven, 1, MPI_LONG, 0, W_DEFER, 1, MPI_LONG, w->win);
+        MPI_Win_unlock(0, w->win);
+    } else if (w->me == 2) {
+        MPI_Recv(&go, 1, MPI_INT, 1, 0, w->comm, MPI_STATUS_IGNORE);
+        MPI_Win_lock_all(0, w->win);
+        MPI_Fetch_and_op(&one, &got, MPI_LONG, 0, W_DEFER, MPI_SUM, w->win);
+        MPI_Win_unlock_all(w->win);
+        if (got != 7)
+            ERR("%s: fetch_and_op behind another rank's exclusive lock fetched %ld, want 7 "
+                "(that rank's last put in its epoch)", kname[w->kind], got);
+    } else if (w->me == 0) {
+        /* rank 2's request is queued behind rank 1's lock: let rank 1 go (bounded, so that
+         * a request that never comes fails instead of hanging) */
+        double t0 = MPI_Wtime();
+        int any;
+        while (pvar_read("amlapi_rma_lock_queued") == q0 && MPI_Wtime() - t0 < 60)
+            MPI_Iprobe(MPI_ANY_SOURCE, 99, w->comm, &any, MPI_STATUS_IGNORE);
+        if (pvar_read("amlapi_rma_lock_queued") == q0)
+            ERR("%s: after 60 s no lock request was queued here", kname[w->kind]);
+        MPI_Send(&go, 1, MPI_INT, 1, 0, w->comm);
+    }
+    MPI_Barrier(w->comm);
+    if (w->me == 0) {
+        unsigned long long d = pvar_read("amlapi_rma_am_deferred") - d0;
+        if (w->mem[W_DEFER] != 8)
+            ERR("%s: the counter is %ld after the put and the fetch_and_op, want 8",
+                kname[w->kind], w->mem[W_DEFER]);
+        if (am && d == 0)
+            ERR("%s: the fetch_and_op sent with the queued lock request was not deferred",
+                kname[w->kind]);
+        if (!am && d)
+            ERR("%s: %llu operations deferred, want none (no native RMA messages)",
+                kname[w->kind], d);
+    }
+    MPI_Barrier(w->comm);
+}
+
 static void test_lock_counts(win_t * w, int lock)
 {
     unsigned long long r0, e0, r, e;
@@ -571,6 +627,9 @@ int main(int argc, char **argv)
         test_self_lock(&w);
         if (n > 2) {
             test_lock_counts(&w, !shm && native_lock && k != K_SHARED);
+            /* a queued request: native locks only (MPIDIG's lock blocks in MPI_Win_lock) */
+            if (!shm && native_lock && k != K_SHARED)
+                test_deferred(&w, am);
             /* MPICH 4.0.2's MPIDIG counts posts in one total (RMA_ACTIVE=0): it fails */
             if (shm || native_active)
                 test_early_post(&w, !shm && native_active);

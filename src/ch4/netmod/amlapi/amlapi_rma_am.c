@@ -335,7 +335,9 @@ static void apply_req(const rma_hdr_t * h, int src, char *addr, size_t bytes, co
                            kind_name[h->kind], src, (unsigned) h->op, (unsigned) h->dt);
 }
 
-typedef struct {
+typedef struct landing {
+    struct landing *next;       /* deferred ones: in arrival order */
+    MPIR_Win *win;
     rma_hdr_t h;
     int src;
     char *addr;
@@ -344,15 +346,58 @@ typedef struct {
     MPIR_Datatype *dtp;         /* a reference held until applied */
 } landing_t;
 
-static void landed(aml_t * aml, void *arg)
+/* Operations of an origin whose request for this rank's window lock waits (amlapi_rma_lock.c:
+ * the origin sends its lock request and its first operations back to back), in arrival
+ * order, applied when the lock is granted. */
+static landing_t *deferred_head, *deferred_tail;
+static unsigned long long pv_deferred;
+
+static void apply_landing(landing_t * l)
 {
-    landing_t *l = arg;
     apply_req(&l->h, l->src, l->addr, l->bytes, l->buf, l->dtp);
     if (l->buf != l->addr)
         MPL_free(l->buf);
     if (l->dtp)
         MPIR_Datatype_ptr_release(l->dtp);
     MPL_free(l);
+}
+
+static void defer(landing_t * l)
+{
+    l->next = NULL;
+    if (deferred_tail)
+        deferred_tail->next = l;
+    else
+        deferred_head = l;
+    deferred_tail = l;
+    pv_deferred++;
+}
+
+/* amlapi_rma_lock.c granted peer its lock of win: its deferred operations, in order */
+void MPIDI_AMLAPI_am_run_deferred(MPIR_Win * win, int peer)
+{
+    landing_t **pp = &deferred_head, *prev = NULL;
+    while (*pp) {
+        landing_t *l = *pp;
+        if (l->win == win && l->src == peer) {
+            *pp = l->next;
+            if (deferred_tail == l)
+                deferred_tail = prev;
+            apply_landing(l);
+        } else {
+            prev = l;
+            pp = &l->next;
+        }
+    }
+}
+
+static void landed(aml_t * aml, void *arg)
+{
+    landing_t *l = arg;
+    if (MPIDI_AMLAPI_lk_waiting(l->win, l->src))
+        defer(l);
+    else
+        apply_landing(l);
 }
 
 /* The request's derived target datatype, with a reference for the caller: unflattened from
@@ -431,6 +476,7 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
     size_t bytes, want;
     char *addr;
     MPIR_Datatype *dtp = NULL;
+    int waiting;
 
     memcpy(&h, info->uhdr, sizeof(h));
     if (h.kind < RMA_PUT || h.kind > RMA_CAS || h.tdt > TDT_SLOT ||
@@ -476,7 +522,11 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
                            kind_name[h.kind], info->src, info->msg_len, want);
     addr = win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC ? (char *) (uintptr_t) h.off
         : (char *) win->base + h.off;
-    if (info->data || want == 0) {
+    /* the origin's lock request for this window waits behind another holder: the operation
+     * waits too (it cannot start waiting later: a new request of this origin follows the
+     * unlock of the epoch this operation belongs to) */
+    waiting = MPIDI_AMLAPI_lk_waiting(win, info->src);
+    if ((info->data || want == 0) && !waiting) {
         apply_req(&h, info->src, addr, bytes, info->data, dtp);
         if (dtp)
             MPIR_Datatype_ptr_release(dtp);
@@ -484,19 +534,27 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
         landing_t *l = MPL_malloc(sizeof(*l), MPL_MEM_RMA);
         if (!l)
             MPIDI_AMLAPI_fatal("out of memory receiving an RMA operation of rank %d", info->src);
+        l->win = win;
         l->h = h;
         l->src = info->src;
         l->addr = addr;
         l->bytes = bytes;
         l->dtp = dtp;
-        /* a contiguous put lands in the window itself; the others next to it, applied at
-         * completion */
-        l->buf = h.kind == RMA_PUT && !dtp ? addr : MPL_malloc(want, MPL_MEM_RMA);
-        if (!l->buf)
+        /* a contiguous put lands in the window itself unless it must wait for the lock; the
+         * others next to it, applied at completion */
+        l->buf = h.kind == RMA_PUT && !dtp && !waiting ? addr :
+            want ? MPL_malloc(want, MPL_MEM_RMA) : NULL;
+        if (want && !l->buf)
             MPIDI_AMLAPI_fatal("out of memory receiving an RMA operation of rank %d", info->src);
-        recv->buf = l->buf;
-        recv->compl_fn = landed;
-        recv->compl_arg = l;
+        if (info->data || want == 0) {
+            if (want)
+                memcpy(l->buf, info->data, want);
+            defer(l);
+        } else {
+            recv->buf = l->buf;
+            recv->compl_fn = landed;
+            recv->compl_arg = l;
+        }
     }
     pv_bytes += want;
     return 0;
@@ -1110,4 +1168,7 @@ void MPIDI_AMLAPI_rma_am_pvars(void)
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_am_types_cached", &pv_types_cached,
                               "native RMA messages from this rank that named their derived "
                               "target datatype by the slot its target keeps it in");
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_am_deferred", &pv_deferred,
+                              "native RMA messages to this rank's windows that arrived while "
+                              "their origin's lock request waited, applied at its grant");
 }

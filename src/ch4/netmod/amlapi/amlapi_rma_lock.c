@@ -11,8 +11,14 @@
  *
  * What differs from MPIDIG's lock protocol (a LOCK message and its ACK at MPI_Win_lock, one
  * per rank at MPI_Win_lock_all; an UNLOCK and its ACK at every unlock, waited for):
- *  - Lock does not block; the first operation to the target asks for the lock and waits for
- *    the grant, as the seed does. An epoch that issues nothing to a target costs nothing,
+ *  - Lock does not block; the first operation to the target asks for the lock, as the seed
+ *    does. A native RMA message (amlapi_rma_am.c) does not wait for the grant: it follows
+ *    the request in aml's per-peer order, and the target applies it (and answers) only once
+ *    the lock is granted, keeping it meanwhile (MPIDI_AMLAPI_lk_waiting,
+ *    MPIDI_AMLAPI_am_run_deferred), so lock_all + fetch_and_op + unlock_all costs one round
+ *    trip, not two. A direct operation or an MPIDIG message, which the target cannot hold
+ *    back, waits for the grant first (MPIDI_AMLAPI_need_grant). An epoch that issues nothing
+ *    to a target costs nothing,
  *    so lock_all + one operation + unlock_all on N ranks costs one request instead of N, and
  *    lock/unlock with no operation no message at all. A lock on this rank itself is taken at
  *    MPI_Win_lock/MPI_Win_lock_all (MPI: load/store access to the own window needs it held
@@ -169,8 +175,23 @@ static void grant(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int ty
     if (origin == win->comm_ptr->rank) {
         lk->t[origin].state = T_HELD;
         MPIDI_AMLAPI_progress_made();
-    } else
+    } else {
+        /* the GRANT goes first, so the origin holds the lock before its operations'
+         * answers arrive */
         send_msg(win, origin, LK_GRANT, type);
+        MPIDI_AMLAPI_am_run_deferred(win, MPIDI_AMLAPI_peer(win->comm_ptr, origin));
+    }
+}
+
+int MPIDI_AMLAPI_lk_waiting(MPIR_Win * win, int peer)
+{
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    if (!w || !w->lk)
+        return 0;
+    for (lk_waiter_t * q = w->lk->head; q; q = q->next)
+        if (MPIDI_AMLAPI_peer(win->comm_ptr, q->origin) == peer)
+            return 1;
+    return 0;
 }
 
 static void request(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int type)
@@ -269,17 +290,10 @@ static int lk_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_r
 
 /* ---- the origin ----------------------------------------------------------------------- */
 
-/* asks target rank for the lock and progresses until it is granted */
-static int acquire(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank, int type)
+/* progresses until this rank holds target rank's lock it asked for */
+static int wait_grant(struct MPIDI_AMLAPI_lk *lk, int rank)
 {
     int mpi_errno = MPI_SUCCESS;
-    lk->t[rank].state = T_ASKED;
-    lk->t[rank].type = (uint8_t) type;
-    pv_requests++;
-    if (rank == win->comm_ptr->rank)
-        request(win, lk, rank, type);
-    else
-        send_msg(win, rank, LK_REQ, type);
     /* waited for as MPI_Wait waits: the holder needs the core of an oversubscribed node
      * (spinning here made MPICH's lockcontention2 on 3 ranks over 2 cores 15x slower) */
     MPIDI_AMLAPI_WAIT_UNTIL(lk->t[rank].state == T_HELD);
@@ -289,9 +303,40 @@ static int acquire(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank, int typ
     goto fn_exit;
 }
 
-static void unlock_target(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank)
+/* asks target rank for the lock; waits for it only when wait is set (a lock on this rank
+ * itself always: its operations are loads and stores that no grant orders) */
+static int ask(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank, int type, int wait)
 {
+    lk->t[rank].state = T_ASKED;
+    lk->t[rank].type = (uint8_t) type;
+    pv_requests++;
+    if (rank == win->comm_ptr->rank) {
+        request(win, lk, rank, type);
+        wait = 1;
+    } else {
+        send_msg(win, rank, LK_REQ, type);
+    }
+    return wait ? wait_grant(lk, rank) : MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_lk_wait_grant(MPIR_Win * win, int rank)
+{
+    struct MPIDI_AMLAPI_lk *lk = MPIDI_AMLAPI_WIN(win)->lk;
+    if (rank < 0 || rank >= win->comm_ptr->local_size || lk->t[rank].state != T_ASKED)
+        return MPI_SUCCESS;
+    return wait_grant(lk, rank);
+}
+
+static int unlock_target(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank)
+{
+    int mpi_errno = MPI_SUCCESS;
     lk_target_t *t = &lk->t[rank];
+    /* asked for with an operation that then failed at this rank: the grant still comes */
+    if (t->state == T_ASKED) {
+        mpi_errno = wait_grant(lk, rank);
+        if (mpi_errno)
+            return mpi_errno;
+    }
     if (t->state == T_HELD) {
         if (rank == win->comm_ptr->rank) {
             release(win, lk, rank, t->type);
@@ -303,9 +348,10 @@ static void unlock_target(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank)
         pv_elided++;
     }
     t->state = T_IDLE;
+    return MPI_SUCCESS;
 }
 
-/* w->lk is set: takes target rank's lock if the open epoch has not yet */
+/* w->lk is set: asks for target rank's lock if the open epoch has not yet (no wait) */
 int MPIDI_AMLAPI_lk_before_op(MPIR_Win * win, int rank)
 {
     struct MPIDI_AMLAPI_lk *lk = MPIDI_AMLAPI_WIN(win)->lk;
@@ -313,7 +359,7 @@ int MPIDI_AMLAPI_lk_before_op(MPIR_Win * win, int rank)
         return MPI_SUCCESS;     /* the operation's own checks report a bad rank */
     if (lk->all)
         lk->touched[lk->ntouched++] = rank;
-    return acquire(win, lk, rank, lk->t[rank].type);
+    return ask(win, lk, rank, lk->t[rank].type, 0);
 }
 
 int MPIDI_AMLAPI_lk_lock(int lock_type, int rank, int assert, MPIR_Win * win)
@@ -335,7 +381,7 @@ int MPIDI_AMLAPI_lk_lock(int lock_type, int rank, int assert, MPIR_Win * win)
     lk->t[rank].state = T_WANT;
     lk->t[rank].type = (uint8_t) lock_type;
     if (rank == win->comm_ptr->rank)
-        mpi_errno = acquire(win, lk, rank, lock_type);
+        mpi_errno = ask(win, lk, rank, lock_type, 1);
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -350,7 +396,7 @@ int MPIDI_AMLAPI_lk_unlock(int rank, MPIR_Win * win)
     /* checks the epoch, waits until the epoch's operations are complete at the target */
     mpi_errno = MPIDIG_mpi_win_unlock(rank, win);
     if (mpi_errno == MPI_SUCCESS && MPIDI_AMLAPI_WIN(win)->lk)
-        unlock_target(win, MPIDI_AMLAPI_WIN(win)->lk, rank);
+        mpi_errno = unlock_target(win, MPIDI_AMLAPI_WIN(win)->lk, rank);
     return mpi_errno;
 }
 
@@ -375,7 +421,7 @@ int MPIDI_AMLAPI_lk_lock_all(int assert, MPIR_Win * win)
         lk->t[i].type = MPI_LOCK_SHARED;
     }
     lk->touched[lk->ntouched++] = me;
-    mpi_errno = acquire(win, lk, me, MPI_LOCK_SHARED);
+    mpi_errno = ask(win, lk, me, MPI_LOCK_SHARED, 1);
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -394,8 +440,8 @@ int MPIDI_AMLAPI_lk_unlock_all(MPIR_Win * win)
     lk = MPIDI_AMLAPI_WIN(win)->lk;
     if (mpi_errno != MPI_SUCCESS || !lk)
         return mpi_errno;
-    for (int k = 0; k < lk->ntouched; k++)
-        unlock_target(win, lk, lk->touched[k]);
+    for (int k = 0; k < lk->ntouched && mpi_errno == MPI_SUCCESS; k++)
+        mpi_errno = unlock_target(win, lk, lk->touched[k]);
     if (lk->all) {
         pv_elided += n - lk->ntouched;
         for (int i = 0; i < n; i++)
@@ -403,7 +449,7 @@ int MPIDI_AMLAPI_lk_unlock_all(MPIR_Win * win)
     }
     lk->ntouched = 0;
     lk->all = 0;
-    return MPI_SUCCESS;
+    return mpi_errno;
 }
 
 /* Before MPIDIG's barrier in MPI_Win_free: every UNLOCK this rank sent has been applied, so

@@ -829,6 +829,9 @@ int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype
                                         &handled);
         if (handled || mpi_errno)
             return mpi_errno;
+        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
+        if (mpi_errno)
+            return mpi_errno;
         if (request)
             return MPIDIG_mpi_raccumulate(origin_addr, origin_count, origin_datatype,
                                           target_rank, target_disp, target_count,
@@ -882,6 +885,9 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
                                         target_count, target_datatype, op, win, request, 1,
                                         &handled);
         if (handled || mpi_errno)
+            return mpi_errno;
+        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
+        if (mpi_errno)
             return mpi_errno;
         if (request)
             return MPIDIG_mpi_rget_accumulate(origin_addr, origin_count, origin_datatype,
@@ -1014,6 +1020,9 @@ int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatyp
                                             1, &handled);
         if (handled || mpi_errno)
             return mpi_errno;
+        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
+        if (mpi_errno)
+            return mpi_errno;
         return MPIDIG_mpi_fetch_and_op(origin_addr, result_addr, datatype, target_rank,
                                        target_disp, op, win);
     }
@@ -1039,6 +1048,9 @@ int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void
         mpi_errno = MPIDI_AMLAPI_am_cas(origin_addr, compare_addr, result_addr, datatype,
                                         target_rank, target_disp, win, &handled);
         if (handled || mpi_errno)
+            return mpi_errno;
+        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
+        if (mpi_errno)
             return mpi_errno;
         return MPIDIG_mpi_compare_and_swap(origin_addr, compare_addr, result_addr, datatype,
                                            target_rank, target_disp, win);

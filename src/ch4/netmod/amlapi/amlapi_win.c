@@ -461,12 +461,18 @@ int MPIDI_AMLAPI_rma_put(const void *origin_addr, int origin_count,
                                         &handled);
         if (handled || mpi_errno)
             return mpi_errno;
+        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
+        if (mpi_errno)
+            return mpi_errno;
         if (request)
             return MPIDIG_mpi_rput(origin_addr, origin_count, origin_datatype, target_rank,
                                    target_disp, target_count, target_datatype, win, request);
         return MPIDIG_mpi_put(origin_addr, origin_count, origin_datatype, target_rank,
                               target_disp, target_count, target_datatype, win);
     }
+    /* a direct operation touches the target's memory with no message: after the grant */
+    mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
+    MPIR_ERR_CHECK(mpi_errno);
     if (p.bytes == 0)
         goto fn_exit_done;
     if (p.self) {
@@ -522,12 +528,18 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
                                         &handled);
         if (handled || mpi_errno)
             return mpi_errno;
+        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
+        if (mpi_errno)
+            return mpi_errno;
         if (request)
             return MPIDIG_mpi_rget(origin_addr, origin_count, origin_datatype, target_rank,
                                    target_disp, target_count, target_datatype, win, request);
         return MPIDIG_mpi_get(origin_addr, origin_count, origin_datatype, target_rank,
                               target_disp, target_count, target_datatype, win);
     }
+    /* a direct operation touches the target's memory with no message: after the grant */
+    mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
+    MPIR_ERR_CHECK(mpi_errno);
     if (p.bytes == 0)
         goto fn_exit_done;
     if (p.self) {

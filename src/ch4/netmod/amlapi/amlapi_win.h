@@ -106,6 +106,11 @@ int MPIDI_AMLAPI_lk_unlock(int rank, MPIR_Win * win);
 int MPIDI_AMLAPI_lk_lock_all(int assert, MPIR_Win * win);
 int MPIDI_AMLAPI_lk_unlock_all(MPIR_Win * win);
 int MPIDI_AMLAPI_lk_before_op(MPIR_Win * win, int rank);
+int MPIDI_AMLAPI_lk_wait_grant(MPIR_Win * win, int rank);
+/* target side: the aml peer waits for this rank's lock of win (its operations wait too) */
+int MPIDI_AMLAPI_lk_waiting(MPIR_Win * win, int peer);
+/* amlapi_rma_am.c: applies peer's operations deferred until its lock of win was granted */
+void MPIDI_AMLAPI_am_run_deferred(MPIR_Win * win, int peer);
 int MPIDI_AMLAPI_lk_win_free(MPIR_Win * win);
 void MPIDI_AMLAPI_lk_free(struct MPIDI_AMLAPI_win *w);
 void MPIDI_AMLAPI_lk_pvars(void);
@@ -119,13 +124,24 @@ void MPIDI_AMLAPI_pscw_free(struct MPIDI_AMLAPI_win *w);
 void MPIDI_AMLAPI_pscw_pvars(void);
 
 /* Every operation of a window that is not a shared-memory one starts here: the first one to
- * a target in a lock or lock_all epoch takes the target's lock (amlapi_rma_lock.c). */
+ * a target in a lock or lock_all epoch asks for the target's lock (amlapi_rma_lock.c) and
+ * goes on without waiting for it if it is a native RMA message (the target applies it after
+ * the grant); every other path (a direct operation, MPIDIG's messages) calls
+ * MPIDI_AMLAPI_need_grant before it touches the target. */
 static inline int MPIDI_AMLAPI_before_op(MPIR_Win * win, int target_rank)
 {
     struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
     if (likely(!w || !w->lk))
         return MPI_SUCCESS;
     return MPIDI_AMLAPI_lk_before_op(win, target_rank);
+}
+
+static inline int MPIDI_AMLAPI_need_grant(MPIR_Win * win, int target_rank)
+{
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    if (likely(!w || !w->lk))
+        return MPI_SUCCESS;
+    return MPIDI_AMLAPI_lk_wait_grant(win, target_rank);
 }
 
 #endif /* AMLAPI_WIN_H_INCLUDED */

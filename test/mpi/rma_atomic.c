@@ -436,6 +436,9 @@ static void test_deferred(win_t * w, int am)
     int go = 0;
     unsigned long long q0 = pvar_read("amlapi_rma_lock_queued"),
         d0 = pvar_read("amlapi_rma_am_deferred");
+    /* rank 0 reads its counts before rank 2 can send its request (a coprocessor's helper
+     * thread could queue it while rank 0 is still in the previous test's barrier) */
+    MPI_Barrier(w->comm);
     if (w->me == 1) {
         MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w->win);
         MPI_Put(&five, 1, MPI_LONG, 0, W_DEFER, 1, MPI_LONG, w->win);
@@ -454,14 +457,18 @@ static void test_deferred(win_t * w, int am)
             ERR("%s: fetch_and_op behind another rank's exclusive lock fetched %ld, want 7 "
                 "(that rank's last put in its epoch)", kname[w->kind], got);
     } else if (w->me == 0) {
-        /* rank 2's request is queued behind rank 1's lock: let rank 1 go (bounded, so that
-         * a request that never comes fails instead of hanging) */
+        /* rank 2's request is queued behind rank 1's lock, and its operation held back
+         * where native messages carry it (rank 2 may lose its core between the two): let
+         * rank 1 go (bounded, so that what never comes fails instead of hanging) */
+        const char *what = am ? "amlapi_rma_am_deferred" : "amlapi_rma_lock_queued";
+        unsigned long long base = am ? d0 : q0;
         double t0 = MPI_Wtime();
         int any;
-        while (pvar_read("amlapi_rma_lock_queued") == q0 && MPI_Wtime() - t0 < 60)
+        while (pvar_read(what) == base && MPI_Wtime() - t0 < 60)
             MPI_Iprobe(MPI_ANY_SOURCE, 99, w->comm, &any, MPI_STATUS_IGNORE);
-        if (pvar_read("amlapi_rma_lock_queued") == q0)
-            ERR("%s: after 60 s no lock request was queued here", kname[w->kind]);
+        if (pvar_read(what) == base)
+            ERR("%s: after 60 s %s", kname[w->kind], am ? "no operation was held back for "
+                "a queued lock request" : "no lock request was queued here");
         MPI_Send(&go, 1, MPI_INT, 1, 0, w->comm);
     }
     MPI_Barrier(w->comm);

@@ -7,7 +7,8 @@
  * BENCH is one of the names in `benches[]` below. SIZES is a comma-separated list of byte
  * counts. Output is OSU-style: two comment lines, then one "size value" row per size, so the
  * runner (and a human) can read it. Every timed value is the mean over ITERS iterations after
- * WARMUP untimed ones; repetitions and medians are the runner's job.
+ * WARMUP untimed ones; without -i, one-sided and collective samples time themselves (about
+ * 0.2-0.3 s each, see rma_timed and coll). Repetitions and medians are the runner's job.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -161,16 +162,10 @@ static double msgrate(size_t size)
 
 /* --- collectives: mean time per call, the slowest rank's -------------------------------- */
 
-static double coll(size_t size, int which)
+static void coll_run(size_t size, int which, int n)
 {
-    int i, n = iters_for(size * (which == 2 ? nprocs : 1), 1000), w = warmup_for(size);
     int count = (int) (size / sizeof(double));
-    double t0 = 0, t, tmax;
-    for (i = 0; i < n + w; i++) {
-        if (i == w) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            t0 = MPI_Wtime();
-        }
+    for (int i = 0; i < n; i++) {
         switch (which) {
             case 0:
                 MPI_Bcast(sbuf, (int) size, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -186,9 +181,42 @@ static double coll(size_t size, int which)
                 MPI_Barrier(MPI_COMM_WORLD);
         }
     }
-    t = (MPI_Wtime() - t0) * 1e6 / n;
-    MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+}
+
+static double coll_time(size_t size, int which, int n)
+{
+    double t0, t, tmax;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    coll_run(size, which, n);
+    t = MPI_Wtime() - t0;
+    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return tmax;
+}
+
+static int rma_agree(double t, int k, double seconds, int lo);
+
+/* Like the one-sided steps (rma_timed), a sample lasts about COLL_SECONDS after about 20 ms of
+ * warm-up, not a fixed count: with more ranks than cores a call costs several context
+ * switches, and one 4-ms scheduler tick in a 1000-call sample of 7 us calls doubled it (barrier
+ * on 4 ranks, 2 cores: 6.6-12.6 us for the same build between runs). -i N: 100 (or -w) warm-up
+ * calls and N measured. */
+#define COLL_SECONDS 0.3
+
+static double coll(size_t size, int which)
+{
+    int k = 10, n;
+    double t;
+    if (iters_arg) {
+        coll_run(size, which, warmup_for(size));
+        n = iters_arg;
+    } else {
+        t = coll_time(size, which, k);
+        k = rma_agree(t, k, 0.02, 10);
+        t = coll_time(size, which, k);
+        n = rma_agree(t, k, COLL_SECONDS, 20);
+    }
+    return coll_time(size, which, n) * 1e6 / n;
 }
 
 /* --- one-sided: rank 0 is the origin, rank 1 the target -------------------------------- */

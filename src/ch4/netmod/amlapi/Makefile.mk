@@ -34,6 +34,7 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_init.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_am.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_p2p.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_coll_shm.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_send.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_match.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_recv.c \

@@ -1,9 +1,10 @@
 /*
  * amlapi netmod: collectives. Blocking bcast, allreduce, reduce, allgather, allgatherv,
  * alltoall and barrier, and the nonblocking forms of all but allgatherv, on
- * intracommunicators try coll_torus's torus schedules
- * (amlapi_coll.c) when a torus is known, and otherwise run MPICH's own algorithms
- * (MPIR_<Coll>_impl, never MPIR_<Coll>, which would come back here). Every other collective
+ * intracommunicators try coll_torus's torus schedules (amlapi_coll.c) when a torus is known;
+ * barrier and small allreduce of a communicator on one node then try its shared-memory
+ * segment (amlapi_coll_shm.c); otherwise MPICH's own algorithms run (MPIR_<Coll>_impl, never
+ * MPIR_<Coll>, which would come back here). Every other collective
  * is MPICH's, as in MPICH's netmod_am_fallback_coll.h, which is included with the
  * names above moved aside.
  */
@@ -45,7 +46,9 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_barrier(MPIR_Comm * comm, MPIR_Errflag
     int done = 0, mpi_errno = MPI_SUCCESS;
     if (MPIDI_AMLAPI_coll_torus_active)
         mpi_errno = MPIDI_AMLAPI_torus_barrier(comm, errflag, NULL, &done);
-    return done ? mpi_errno : MPIR_Barrier_impl(comm, errflag);
+    if (!done && MPIR_CVAR_AMLAPI_COLL_SHM)
+        mpi_errno = MPIDI_AMLAPI_shm_barrier(comm, errflag, &done);
+    return done || mpi_errno ? mpi_errno : MPIR_Barrier_impl(comm, errflag);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_bcast(void *buffer, MPI_Aint count,
@@ -68,7 +71,10 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_allreduce(const void *sendbuf, void *r
     if (MPIDI_AMLAPI_coll_torus_active)
         mpi_errno = MPIDI_AMLAPI_torus_reduce(sendbuf, recvbuf, count, datatype, op, -1, comm,
                                               errflag, NULL, &done);
-    return done ? mpi_errno :
+    if (!done && MPIR_CVAR_AMLAPI_COLL_SHM)
+        mpi_errno = MPIDI_AMLAPI_shm_allreduce(sendbuf, recvbuf, count, datatype, op, comm,
+                                               errflag, &done);
+    return done || mpi_errno ? mpi_errno :
         MPIR_Allreduce_impl(sendbuf, recvbuf, count, datatype, op, comm, errflag);
 }
 

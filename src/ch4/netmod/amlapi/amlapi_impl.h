@@ -38,7 +38,9 @@ enum {
     MPIDI_AMLAPI_H_DYNPROC,     /* MPICH's connect/accept handshake (amlapi_spawn.c) */
     MPIDI_AMLAPI_H_RMA,         /* native RMA operations and their answers (amlapi_rma_am.c) */
     MPIDI_AMLAPI_H_LOCK,        /* passive-target window locks (amlapi_rma_lock.c) */
-    MPIDI_AMLAPI_H_PSCW         /* post/start/complete/wait notices (amlapi_rma_active.c) */
+    MPIDI_AMLAPI_H_PSCW,        /* post/start/complete/wait notices (amlapi_rma_active.c) */
+    MPIDI_AMLAPI_H_WAKE         /* wakes a rank asleep in a shared-memory collective
+                                 * (amlapi_coll_shm.c) */
 };
 
 /* What precedes MPIDIG's own header in the aml user header. 8 bytes, so the MPIDIG header
@@ -171,6 +173,14 @@ extern int MPIDI_AMLAPI_coll_torus_active;
 int MPIDI_AMLAPI_coll_init(void);
 void MPIDI_AMLAPI_coll_finalize(void);
 void MPIDI_AMLAPI_coll_comm_free(MPIR_Comm * comm);
+/* amlapi_coll_shm.c: barrier and small allreduce in a communicator's shared memory */
+int MPIDI_AMLAPI_coll_shm_init(void);
+void MPIDI_AMLAPI_coll_shm_finalize(void);
+void MPIDI_AMLAPI_coll_shm_comm_free(MPIR_Comm * comm);
+int MPIDI_AMLAPI_shm_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done);
+int MPIDI_AMLAPI_shm_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
+                               MPI_Datatype datatype, MPI_Op op, MPIR_Comm * comm,
+                               MPIR_Errflag_t * errflag, int *done);
 /* Each sets *done when a torus schedule runs the collective (then its return is the result);
  * else the caller runs MPICH's algorithm. req NULL: blocking (peers' failures in *errflag);
  * else nonblocking, the request in *req (errflag unused). */
@@ -204,6 +214,9 @@ int MPIDI_AMLAPI_lk_init(void);
 int MPIDI_AMLAPI_pscw_init(void);
 int MPIDI_AMLAPI_progress_init(const aml_config_t * cfg);
 int MPIDI_AMLAPI_progress_blocked(int events);
+enum { MPIDI_AMLAPI_IDLE_SPIN, MPIDI_AMLAPI_IDLE_YIELD, MPIDI_AMLAPI_IDLE_SLEEP };
+int MPIDI_AMLAPI_idle_plan(int events);
+void MPIDI_AMLAPI_idle(int plan);
 int MPIDI_AMLAPI_coproc_progressed(int events);
 
 void MPIDI_AMLAPI_fatal(const char *fmt, ...) __attribute__ ((format(printf, 1, 2), noreturn));

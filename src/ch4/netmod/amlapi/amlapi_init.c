@@ -689,6 +689,8 @@ int MPIDI_AMLAPI_init_world(void)
     /* the torus of COMM_WORLD, before its sub-communicators (node_roots_comm) are made */
     mpi_errno = MPIDI_AMLAPI_coll_init();
     MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_AMLAPI_coll_shm_init();
+    MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -708,6 +710,7 @@ int MPIDI_AMLAPI_mpi_finalize_hook(void)
 
     MPIDI_AMLAPI_fault_finalize();
     MPIDI_AMLAPI_coll_finalize();
+    MPIDI_AMLAPI_coll_shm_finalize();
     MPIDI_AMLAPI_rma_am_finalize();
     /* aml_quiesce runs aml's two finalize rounds with every peer (nothing can reach a closed
      * endpoint after it); the PMI barrier then keeps every worker alive until all ranks have

@@ -28,6 +28,7 @@ int MPIDI_AMLAPI_mpi_comm_commit_post_hook(MPIR_Comm * comm)
 int MPIDI_AMLAPI_mpi_comm_free_hook(MPIR_Comm * comm)
 {
     MPIDI_AMLAPI_coll_comm_free(comm);
+    MPIDI_AMLAPI_coll_shm_comm_free(comm);
     return MPI_SUCCESS;
 }
 

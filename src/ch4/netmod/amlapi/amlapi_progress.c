@@ -75,23 +75,38 @@ static uint64_t now_ns(void)
  * keep the core from the receiver it floods (yielding alone made a 3-sender flood 10x slower). */
 int MPIDI_AMLAPI_progress_blocked(int events)
 {
+    MPIDI_AMLAPI_idle(MPIDI_AMLAPI_idle_plan(events));
+    return MPI_SUCCESS;
+}
+
+/* What a blocked call does after a poll that handled `events` (see above); also for waits on
+ * a condition that MPID_Progress_wait cannot see (amlapi_coll_shm.c), which must know before
+ * it sleeps, to ask for a wake-up. */
+int MPIDI_AMLAPI_idle_plan(int events)
+{
+    if (!MPIDI_AMLAPI_global.interrupt)
+        return MPIDI_AMLAPI_IDLE_SPIN;
     if (events > 0) {
         MPIDI_AMLAPI_global.idle_since = 0;
-        return MPI_SUCCESS;
+        return MPIDI_AMLAPI_IDLE_SPIN;
     }
     if (MPIDI_AMLAPI_global.oversub && MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD > 0) {
         uint64_t now = now_ns();
         if (MPIDI_AMLAPI_global.idle_since == 0)
             MPIDI_AMLAPI_global.idle_since = now;
         if (now - MPIDI_AMLAPI_global.idle_since <
-            (uint64_t) MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD * 1000u) {
-            sched_yield();
-            return MPI_SUCCESS;
-        }
+            (uint64_t) MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD * 1000u)
+            return MPIDI_AMLAPI_IDLE_YIELD;
     }
-    if (sleep_on_fd() > 0)
+    return MPIDI_AMLAPI_IDLE_SLEEP;
+}
+
+void MPIDI_AMLAPI_idle(int plan)
+{
+    if (plan == MPIDI_AMLAPI_IDLE_YIELD)
+        sched_yield();
+    else if (plan == MPIDI_AMLAPI_IDLE_SLEEP && sleep_on_fd() > 0)
         MPIDI_AMLAPI_global.idle_since = 0;
-    return MPI_SUCCESS;
 }
 
 /* Polling mode: does this rank share its cores (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED)? Decided

@@ -1,0 +1,381 @@
+/*
+ * amlapi netmod: barrier and small allreduce through shared memory (issue 13), for an
+ * intracommunicator whose ranks all share this node (MPICH's node map, so MPIR_CVAR_NOLOCAL
+ * and MPIR_CVAR_NUM_CLIQUES split it as they split vnode).
+ *
+ * Why: a barrier by messages needs every rank to run once per round to pass the next message
+ * on; with more ranks than cores each round costs context switches (4 ranks on 2 cores:
+ * MPICH's dissemination barrier over vnode 5.8 us, Open MPI's 4.7 us). Here a rank arrives
+ * with one atomic add on a counter in a segment the communicator's ranks share; the last to
+ * arrive releases all by bumping a generation word. A rank that arrived never has to run
+ * again for the others to get through, so a core switches once per rank per barrier.
+ * Allreduce is the same arrival: each rank copies its contribution into its row, the last
+ * to arrive reduces the rows in rank order (row 0 op (row 1 op (...)), the order MPI asks
+ * for, so a non-commutative op is right and every rank gets the same bits) into the result
+ * row and releases; each rank copies the result out. Rows and result are reused safely: no
+ * rank writes its row for call k+1 before the release of call k, and nobody can release call
+ * k+1 before every rank left call k.
+ *
+ * The segment (MPIDU_shm_alloc over the communicator: unlinked once all mapped) is made at
+ * the communicator's MPIR_CVAR_AMLAPI_COLL_SHM-th eligible call, so a communicator used for a
+ * collective or two costs none; the calls before run MPICH's algorithms. Every rank counts
+ * the same calls (a barrier; an allreduce whose count, datatype and op -- equal at all ranks,
+ * as MPI requires -- fit), so all make the segment at the same call. It is freed with the
+ * communicator.
+ *
+ * Waiting: a waiting rank keeps the whole progress engine going (it may owe a peer a lock
+ * grant or a rendezvous), and idles as a blocked MPI_Wait does (MPIDI_AMLAPI_idle_plan: spin
+ * when polling, yield then sleep on an oversubscribed node, sleep in interrupt mode). No
+ * message wakes a sleeper when a shared word changes, so a rank about to sleep says so in
+ * the segment, and the releaser sends each such rank a 1-byte aml message
+ * (MPIDI_AMLAPI_H_WAKE) that rings its doorbell.
+ */
+
+#include "mpidimpl.h"
+#include "amlapi_impl.h"
+#include "amlapi_win.h"
+#include "uthash.h"
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+cvars:
+    - name        : MPIR_CVAR_AMLAPI_COLL_SHM
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 8
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        MPI_Barrier and small MPI_Allreduce (MPIR_CVAR_AMLAPI_COLL_SHM_BYTES) of an
+        intracommunicator whose ranks all share a node go through a shared-memory segment
+        of the communicator (an atomic arrival count, the last rank to arrive reduces and
+        releases) from its Nth such call on; the first N-1 run MPICH's algorithms, so a
+        communicator used a few times costs no segment (making it costs about 30 us at 2
+        ranks, 75 us at 4 ranks on 2 cores; a barrier then saves 0.2 and 4 us). 0: never.
+        Every rank must use the same value.
+
+    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BYTES
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 4096
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Largest MPI_Allreduce (count times the datatype's size, bytes) done in the
+        shared-memory segment of MPIR_CVAR_AMLAPI_COLL_SHM; larger ones run MPICH's
+        algorithms. The segment holds one row of this size per rank. One rank reduces all
+        rows, so the segment loses to MPICH's algorithms on large data: measured (doubles,
+        sum) 2 ranks 4 KiB 1.0 against 1.6 us, 8 KiB even, 16 KiB 4.2 against 3.2 us; 4
+        ranks on 2 cores 4 KiB 5 against 17 us, 64 KiB even. 0 to 1048576.
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+/* The segment: three control lines, one sleeping flag per rank, then the result row and a
+ * row per rank (row bytes = MPIR_CVAR_AMLAPI_COLL_SHM_BYTES rounded up to a line). */
+typedef struct {
+    _Alignas(64) uint32_t arrived;      /* ranks in the current call (fetch_add; the last
+                                         * resets it before the release) */
+    _Alignas(64) uint32_t gen;  /* calls released: the last arriver's release store */
+    uint32_t err;               /* the last arriver's reduction failed: every rank reports it */
+    _Alignas(64) uint32_t sleeping[];   /* a rank about to sleep (it sets; the releaser takes) */
+} cs_hdr_t;
+
+typedef struct {
+    MPIR_Comm *comm;            /* the key */
+    int calls;                  /* eligible calls so far (before the segment exists) */
+    int state;                  /* CS_COUNTING, CS_READY, CS_NEVER */
+    cs_hdr_t *hdr;
+    char *result, *rows;
+    size_t row;
+    uint32_t gen;               /* calls this rank has seen released */
+    UT_hash_handle hh;
+} cs_comm_t;
+
+enum { CS_COUNTING, CS_READY, CS_NEVER };
+
+static cs_comm_t *cs_comms;
+static unsigned long long pv_barriers, pv_allreduces, pv_wakes, pv_segments;
+
+static size_t row_bytes(void)
+{
+    return ((size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BYTES + 63) & ~(size_t) 63;
+}
+
+static size_t hdr_bytes(int n)
+{
+    return (sizeof(cs_hdr_t) + (size_t) n * sizeof(uint32_t) + 63) & ~(size_t) 63;
+}
+
+/* every rank of comm is a process of this job on this rank's node */
+static int all_local(MPIR_Comm * comm)
+{
+    int node = MPIR_Process.node_map[MPIR_Process.rank];
+    for (int r = 0; r < comm->local_size; r++) {
+        int lpid = -1, avtid = 0;
+        MPIDIU_comm_rank_to_pid(comm, r, &lpid, &avtid);
+        if (avtid != 0 || lpid < 0 || lpid >= MPIR_Process.size ||
+            MPIR_Process.node_map[lpid] != node)
+            return 0;
+    }
+    return 1;
+}
+
+/* comm's state if this call is its eligible call that uses the segment, else NULL (the caller
+ * runs MPICH's algorithm). Makes the segment at the Nth call. */
+static int segment_of(MPIR_Comm * comm, cs_comm_t ** out)
+{
+    int mpi_errno = MPI_SUCCESS;
+    cs_comm_t *c;
+    bool fail = false;
+    void *base;
+    int n = comm->local_size;
+
+    *out = NULL;
+    HASH_FIND_PTR(cs_comms, &comm, c);
+    if (!c) {
+        c = MPL_calloc(1, sizeof(*c), MPL_MEM_COLL);
+        MPIR_ERR_CHKANDJUMP(!c, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        c->comm = comm;
+        c->state = comm->comm_kind == MPIR_COMM_KIND__INTRACOMM && n >= 2 && all_local(comm) ?
+            CS_COUNTING : CS_NEVER;
+        HASH_ADD_PTR(cs_comms, comm, c, MPL_MEM_COLL);
+    }
+    if (c->state == CS_READY) {
+        *out = c;
+        goto fn_exit;
+    }
+    if (c->state == CS_NEVER || ++c->calls < MPIR_CVAR_AMLAPI_COLL_SHM)
+        goto fn_exit;
+    /* collective: every rank of comm is in this same call */
+    c->row = row_bytes();
+    mpi_errno = MPIDU_shm_alloc(comm, hdr_bytes(n) + (size_t) (n + 1) * c->row, &base, &fail);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (fail) {
+        c->state = CS_NEVER;    /* the same at every rank: MPIDU_shm_alloc agreed on it */
+        goto fn_exit;
+    }
+    /* fresh shared memory is zero: arrived = gen = 0, nobody sleeping */
+    c->hdr = base;
+    c->result = (char *) base + hdr_bytes(n);
+    c->rows = c->result + c->row;
+    c->state = CS_READY;
+    pv_segments++;
+    *out = c;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static int wake_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    if (info->uhdr_len != 1 || info->msg_len != 0)
+        MPIDI_AMLAPI_fatal("malformed collective wake-up message from rank %d: %zu-byte "
+                           "header, %zu data bytes", info->src, info->uhdr_len, info->msg_len);
+    return 0;
+}
+
+/* The last arriver of a call: releases it and wakes the ranks that went to sleep on it. */
+static void release(MPIR_Comm * comm, cs_comm_t * c, int err)
+{
+    cs_hdr_t *h = c->hdr;
+    __atomic_store_n(&h->err, (uint32_t) err, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->arrived, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->gen, c->gen + 1, __ATOMIC_RELEASE);
+    /* against a waiter's "sleeping, then look at gen": one of the two sees the other */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (int r = 0; r < comm->local_size; r++) {
+        if (r == comm->rank || !__atomic_load_n(&h->sleeping[r], __ATOMIC_RELAXED) ||
+            !__atomic_exchange_n(&h->sleeping[r], 0, __ATOMIC_ACQ_REL))
+            continue;
+        char b = 0;
+        int rc = MPIDI_AMLAPI_ctl_send(MPIDI_AMLAPI_peer(comm, r), MPIDI_AMLAPI_H_WAKE, &b, 1);
+        if (rc != AML_OK)
+            MPIDI_AMLAPI_fatal("cannot wake rank %d of a collective: %s", r, aml_strerror(rc));
+        pv_wakes++;
+    }
+}
+
+static int released(cs_comm_t * c)
+{
+    return __atomic_load_n(&c->hdr->gen, __ATOMIC_ACQUIRE) != c->gen;
+}
+
+/* Until the current call is released: progresses everything and idles as MPI_Wait does. */
+static int wait_release(MPIR_Comm * comm, cs_comm_t * c)
+{
+    int mpi_errno = MPI_SUCCESS;
+    uint32_t *sleeping = &c->hdr->sleeping[comm->rank];
+    MPID_Progress_state st;
+
+    /* a new wait: its idle time starts now (no packet comes to end the last one) */
+    (void) MPIDI_AMLAPI_idle_plan(1);
+    MPID_Progress_start(&st);
+    while (!released(c)) {
+        int plan;
+        st.progress_made = 0;
+        mpi_errno = MPID_Progress_test(&st);
+        if (mpi_errno || released(c))
+            break;
+        plan = MPIDI_AMLAPI_idle_plan(st.progress_made);
+        if (plan == MPIDI_AMLAPI_IDLE_SLEEP) {
+            __atomic_store_n(sleeping, 1, __ATOMIC_RELAXED);
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            if (released(c))
+                break;
+        }
+        MPIDI_AMLAPI_idle(plan);
+    }
+    MPID_Progress_end(&st);
+    /* a wake-up the releaser may still send finds the flag clear or is a no-op */
+    __atomic_store_n(sleeping, 0, __ATOMIC_RELAXED);
+    c->gen++;
+    return mpi_errno;
+}
+
+/* Arrives at the current call; the last arriver runs last() then releases. */
+static int arrive(MPIR_Comm * comm, cs_comm_t * c, int (*last) (cs_comm_t *, void *), void *arg)
+{
+    int mpi_errno = MPI_SUCCESS;
+    uint32_t before = __atomic_fetch_add(&c->hdr->arrived, 1, __ATOMIC_ACQ_REL);
+    if (before == (uint32_t) comm->local_size - 1) {
+        int err = last ? last(c, arg) : MPI_SUCCESS;
+        release(comm, c, err != MPI_SUCCESS);
+        c->gen++;
+    } else {
+        mpi_errno = wait_release(comm, c);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    MPIR_ERR_CHKANDJUMP(__atomic_load_n(&c->hdr->err, __ATOMIC_RELAXED), mpi_errno,
+                        MPI_ERR_OTHER, "**coll_fail");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_AMLAPI_shm_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done)
+{
+    int mpi_errno;
+    cs_comm_t *c;
+
+    mpi_errno = segment_of(comm, &c);
+    if (mpi_errno || !c)
+        return mpi_errno;
+    *done = 1;
+    pv_barriers++;
+    return arrive(comm, c, NULL, NULL);
+}
+
+typedef struct {
+    MPI_Aint count;
+    MPI_Datatype dtype;
+    MPI_Op op;
+    size_t bytes;
+    int n;
+} red_t;
+
+static int reduce_rows(cs_comm_t * c, void *arg)
+{
+    red_t *r = arg;
+    memcpy(c->result, c->rows + (size_t) (r->n - 1) * c->row, r->bytes);
+    for (int i = r->n - 2; i >= 0; i--) {
+        int mpi_errno = MPIR_Reduce_local(c->rows + (size_t) i * c->row, c->result, r->count,
+                                          r->dtype, r->op);
+        if (mpi_errno)
+            return mpi_errno;
+    }
+    return MPI_SUCCESS;
+}
+
+int MPIDI_AMLAPI_shm_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
+                               MPI_Datatype datatype, MPI_Op op, MPIR_Comm * comm,
+                               MPIR_Errflag_t * errflag, int *done)
+{
+    int mpi_errno, contig;
+    MPI_Aint size, extent, lb, true_extent;
+    cs_comm_t *c;
+    red_t r;
+
+    /* a predefined datatype (so every rank has the same one, whatever it builds) laid out
+     * without gaps, and a predefined op */
+    if (!HANDLE_IS_BUILTIN(op) || !MPIR_DATATYPE_IS_PREDEFINED(datatype) || count <= 0)
+        return MPI_SUCCESS;
+    MPIR_Datatype_is_contig(datatype, &contig);
+    MPIR_Datatype_get_size_macro(datatype, size);
+    MPIR_Datatype_get_extent_macro(datatype, extent);
+    MPIR_Type_get_true_extent_impl(datatype, &lb, &true_extent);
+    if (!contig || size <= 0 || extent != size || true_extent != size || lb != 0 ||
+        count > (MPI_Aint) MPIR_CVAR_AMLAPI_COLL_SHM_BYTES / size)
+        return MPI_SUCCESS;
+
+    mpi_errno = segment_of(comm, &c);
+    if (mpi_errno || !c)
+        return mpi_errno;
+    *done = 1;
+    pv_allreduces++;
+    r.count = count;
+    r.dtype = datatype;
+    r.op = op;
+    r.bytes = (size_t) (count * size);
+    r.n = comm->local_size;
+    memcpy(c->rows + (size_t) comm->rank * c->row, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
+           r.bytes);
+    mpi_errno = arrive(comm, c, reduce_rows, &r);
+    if (mpi_errno == MPI_SUCCESS)
+        memcpy(recvbuf, c->result, r.bytes);
+    return mpi_errno;
+}
+
+int MPIDI_AMLAPI_coll_shm_init(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    if (MPIR_CVAR_AMLAPI_COLL_SHM < 0)
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_COLL_SHM", "must be 0 (never) or more calls");
+    if (MPIR_CVAR_AMLAPI_COLL_SHM_BYTES < 0 || MPIR_CVAR_AMLAPI_COLL_SHM_BYTES > (1 << 20))
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_COLL_SHM_BYTES", "must be 0 to 1048576 bytes");
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_barriers", &pv_barriers,
+                              "MPI_Barrier calls done in a communicator's shared-memory segment");
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_allreduces", &pv_allreduces,
+                              "MPI_Allreduce calls done in a communicator's shared-memory "
+                              "segment");
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_wakes", &pv_wakes,
+                              "wake-up messages this rank sent to ranks asleep in a "
+                              "shared-memory barrier or allreduce");
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_segments", &pv_segments,
+                              "communicators that got a shared-memory collective segment");
+    mpi_errno = MPIDI_AMLAPI_ctl_register(MPIDI_AMLAPI_H_WAKE, wake_handler);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+void MPIDI_AMLAPI_coll_shm_comm_free(MPIR_Comm * comm)
+{
+    cs_comm_t *c;
+    HASH_FIND_PTR(cs_comms, &comm, c);
+    if (!c)
+        return;
+    HASH_DEL(cs_comms, c);
+    if (c->hdr)
+        MPIDU_shm_free(c->hdr);
+    MPL_free(c);
+}
+
+void MPIDI_AMLAPI_coll_shm_finalize(void)
+{
+    cs_comm_t *c, *tmp;
+    HASH_ITER(hh, cs_comms, c, tmp) {
+        HASH_DEL(cs_comms, c);
+        if (c->hdr)
+            MPIDU_shm_free(c->hdr);
+        MPL_free(c);
+    }
+}

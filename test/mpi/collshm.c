@@ -1,0 +1,301 @@
+/*
+ * Barrier and small allreduce in a communicator's shared memory (amlapi_coll_shm.c, issue 13):
+ * the same answers as MPICH's algorithms, on COMM_WORLD, a duplicate, split communicators
+ * (two disjoint ones with the same context id, and one whose rank order is the reverse of
+ * COMM_WORLD's), and communicators made and freed in a loop.
+ *
+ *  - barrier: before barrier k every rank adds 1 to a counter in rank 0's window; after it,
+ *    each must read at least n(k+1) (nobody left before all arrived) and below n(k+2);
+ *  - allreduce: int sum, double sum (all ranks must get the same bits), long max, unsigned
+ *    char bor, 2int maxloc, float min, with counts from 1 to one past the shared row (which then
+ *    runs MPICH's algorithm), in place and not, checked element by element;
+ *  - sleepers: rank 0 arrives 30 ms late, so the others go to sleep (interrupt mode, or an
+ *    oversubscribed node once its yield time is over) and must be woken; COLLSHM_WAKES=1
+ *    asserts rank 0 sent wake-ups.
+ * Every check repeats past MPIR_CVAR_AMLAPI_COLL_SHM calls. COLLSHM_EXPECT=0 asserts the
+ * shared-memory path never ran (NOLOCAL, the CVAR at 0); otherwise that it did.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <unistd.h>
+
+static int rank, nprocs, errs;
+#define ERR(...) do {                                           \
+        if (errs++ < 20) {                                      \
+            fprintf(stderr, "rank %d: ", rank);                 \
+            fprintf(stderr, __VA_ARGS__);                       \
+            fputc('\n', stderr);                                \
+        }                                                       \
+    } while (0)
+#include "mpit.h"
+
+#define REPS 20
+
+static void test_barrier(MPI_Comm comm, const char *what)
+{
+    int n, me;
+    long *base, one = 1, got, zero = 0;
+    MPI_Win win;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    MPI_Win_allocate(sizeof(long), sizeof(long), MPI_INFO_NULL, comm, &base, &win);
+    *base = 0;
+    MPI_Win_lock_all(0, win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int k = 0; k < REPS; k++) {
+        MPI_Fetch_and_op(&one, &got, MPI_LONG, 0, 0, MPI_SUM, win);
+        MPI_Win_flush(0, win);
+        MPI_Barrier(comm);
+        MPI_Fetch_and_op(&zero, &got, MPI_LONG, 0, 0, MPI_NO_OP, win);
+        MPI_Win_flush(0, win);
+        if (got < (long) n * (k + 1) || got >= (long) n * (k + 2))
+            ERR("%s: barrier %d: counter %ld after it, expected %d to %d", what, k, got,
+                n * (k + 1), n * (k + 2) - 1);
+    }
+    MPI_Win_unlock_all(win);
+    MPI_Win_free(&win);
+}
+
+/* element i of rank r's contribution, per type */
+static int v_int(int r, int i)
+{
+    return r * 1000 + i;
+}
+
+static double v_dbl(int r, int i)
+{
+    /* magnitudes that make the sum depend on its order */
+    return (r % 2 ? 1e16 : 1.0) * (r + 1) + i * 0.1;
+}
+
+static long v_long(int r, int i)
+{
+    return (long) ((r * 7919 + i * 104729) % 10007) - 5000;
+}
+
+static unsigned char v_uc(int r, int i)
+{
+    return (unsigned char) (1u << ((r + i) % 8));
+}
+
+static float v_flt(int r, int i)
+{
+    return (float) ((r * 31 + i * 17) % 97) - 48.0f;
+}
+
+static void test_allreduce(MPI_Comm comm, const char *what, int limit)
+{
+    int n, me, counts[5], nc = 0;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    size_t cap = (size_t) limit + 64;
+    char *in = malloc(cap), *out = malloc(cap);
+
+    for (int t = 0; t < 6; t++) {
+        size_t sz = t == 0 ? sizeof(int) : t == 1 ? sizeof(double) : t == 2 ? sizeof(long) :
+            t == 3 ? 1 : t == 4 ? 2 * sizeof(int) : sizeof(float);
+        nc = 0;
+        counts[nc++] = 1;
+        counts[nc++] = 7;
+        if (limit / (int) sz > 7)
+            counts[nc++] = limit / (int) sz;
+        counts[nc++] = limit / (int) sz + 1;   /* past the row: MPICH's algorithm */
+        for (int c = 0; c < nc; c++) {
+            int cnt = counts[c];
+            for (int rep = 0; rep < REPS; rep++) {
+                int inplace = rep % 2;
+                void *sb = inplace ? MPI_IN_PLACE : in, *rb = out;
+                char *mine = inplace ? out : in;
+                for (int i = 0; i < cnt; i++) {
+                    switch (t) {
+                        case 0: ((int *) mine)[i] = v_int(me, i); break;
+                        case 1: ((double *) mine)[i] = v_dbl(me, i); break;
+                        case 2: ((long *) mine)[i] = v_long(me, i); break;
+                        case 3: ((unsigned char *) mine)[i] = v_uc(me, i); break;
+                        case 4: ((int *) mine)[2 * i] = v_int(me, i) % 77;
+                            ((int *) mine)[2 * i + 1] = me; break;
+                        default: ((float *) mine)[i] = v_flt(me, i); break;
+                    }
+                }
+                switch (t) {
+                    case 0: MPI_Allreduce(sb, rb, cnt, MPI_INT, MPI_SUM, comm); break;
+                    case 1: MPI_Allreduce(sb, rb, cnt, MPI_DOUBLE, MPI_SUM, comm); break;
+                    case 2: MPI_Allreduce(sb, rb, cnt, MPI_LONG, MPI_MAX, comm); break;
+                    case 3: MPI_Allreduce(sb, rb, cnt, MPI_UNSIGNED_CHAR, MPI_BOR, comm); break;
+                    case 4: MPI_Allreduce(sb, rb, cnt, MPI_2INT, MPI_MAXLOC, comm); break;
+                    default: MPI_Allreduce(sb, rb, cnt, MPI_FLOAT, MPI_MIN, comm); break;
+                }
+                for (int i = 0; i < cnt; i++) {
+                    long long e = 0, g = 0;
+                    int bad = 0;
+                    switch (t) {
+                        case 0:
+                            for (int r = 0; r < n; r++)
+                                e += v_int(r, i);
+                            g = ((int *) out)[i];
+                            bad = (int) e != (int) g;
+                            break;
+                        case 1: {
+                            /* any order is right within rounding; all ranks must agree,
+                             * checked below */
+                            double s = 0;
+                            for (int r = 0; r < n; r++)
+                                s += v_dbl(r, i);
+                            double d = ((double *) out)[i] - s;
+                            bad = d > 1e-6 * s || d < -1e-6 * s;
+                            e = (long long) s;
+                            g = (long long) ((double *) out)[i];
+                            break;
+                        }
+                        case 2:
+                            e = v_long(0, i);
+                            for (int r = 1; r < n; r++)
+                                if (v_long(r, i) > e)
+                                    e = v_long(r, i);
+                            g = ((long *) out)[i];
+                            bad = e != g;
+                            break;
+                        case 3:
+                            for (int r = 0; r < n; r++)
+                                e |= v_uc(r, i);
+                            g = ((unsigned char *) out)[i];
+                            bad = e != g;
+                            break;
+                        case 4: {
+                            int bv = v_int(0, i) % 77, bl = 0;
+                            for (int r = 1; r < n; r++)
+                                if (v_int(r, i) % 77 > bv)
+                                    bv = v_int(r, i) % 77, bl = r;
+                            e = (long long) bv * 100000 + bl;
+                            g = (long long) ((int *) out)[2 * i] * 100000 + ((int *) out)[2 * i + 1];
+                            bad = e != g;
+                            break;
+                        }
+                        default: {
+                            float m = v_flt(0, i);
+                            for (int r = 1; r < n; r++)
+                                if (v_flt(r, i) < m)
+                                    m = v_flt(r, i);
+                            bad = m != ((float *) out)[i];
+                            e = (long long) m;
+                            g = (long long) ((float *) out)[i];
+                            break;
+                        }
+                    }
+                    if (bad) {
+                        ERR("%s: allreduce type %d count %d%s element %d: %lld, expected %lld",
+                            what, t, cnt, inplace ? " in place" : "", i, g, e);
+                        break;
+                    }
+                }
+                if (t == 1) {
+                    /* the same bits at every rank */
+                    uint64_t h = 1469598103934665603ull, h0;
+                    for (size_t b = 0; b < cnt * sizeof(double); b++)
+                        h = (h ^ (unsigned char) out[b]) * 1099511628211ull;
+                    h0 = h;
+                    MPI_Bcast(&h0, 1, MPI_UINT64_T, 0, comm);
+                    if (h0 != h)
+                        ERR("%s: double sum of %d differs from rank 0's", what, cnt);
+                }
+            }
+        }
+    }
+    free(in);
+    free(out);
+}
+
+static void test_sleepers(MPI_Comm comm)
+{
+    int me, x, y;
+    MPI_Comm_rank(comm, &me);
+    for (int k = 0; k < 5; k++) {
+        if (me == 0)
+            usleep(30000);
+        MPI_Barrier(comm);
+        x = me + k;
+        if (me == 0)
+            usleep(30000);
+        MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, comm);
+        int n;
+        MPI_Comm_size(comm, &n);
+        if (y != n * (n - 1) / 2 + n * k)
+            ERR("sleepers: allreduce %d gave %d", k, y);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Comm dup, half, rev, tmp;
+    const char *ev = getenv("COLLSHM_EXPECT"), *wv = getenv("COLLSHM_WAKES");
+    int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit;
+    unsigned long long b0, a0, s0, w0;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    mpit_init();
+    limit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BYTES");
+    if (limit < 0)
+        limit = 1024;
+    b0 = pvar_read("amlapi_coll_shm_barriers");
+    a0 = pvar_read("amlapi_coll_shm_allreduces");
+    s0 = pvar_read("amlapi_coll_shm_segments");
+    w0 = pvar_read("amlapi_coll_shm_wakes");
+
+    test_barrier(MPI_COMM_WORLD, "world");
+    test_allreduce(MPI_COMM_WORLD, "world", limit);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    test_barrier(dup, "dup");
+    test_allreduce(dup, "dup", limit);
+    /* two disjoint halves: MPICH may give both the same context id */
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    test_barrier(half, "half");
+    test_allreduce(half, "half", limit);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, nprocs - rank, &rev);
+    test_allreduce(rev, "reversed", limit);
+    for (int i = 0; i < 10; i++) {
+        int x = rank, y;
+        MPI_Comm_dup(rev, &tmp);
+        for (int k = 0; k < 12; k++) {
+            MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MAX, tmp);
+            if (y != nprocs - 1)
+                ERR("made and freed %d: max %d", i, y);
+            MPI_Barrier(tmp);
+        }
+        MPI_Comm_free(&tmp);
+    }
+    test_sleepers(dup);
+
+    unsigned long long b = pvar_read("amlapi_coll_shm_barriers") - b0,
+        a = pvar_read("amlapi_coll_shm_allreduces") - a0,
+        s = pvar_read("amlapi_coll_shm_segments") - s0,
+        w = pvar_read("amlapi_coll_shm_wakes") - w0;
+    if (expect && (b == 0 || a == 0 || s < 4))
+        ERR("the shared-memory path did not run: %llu barriers, %llu allreduces, %llu segments",
+            b, a, s);
+    if (!expect && (b || a || s))
+        ERR("the shared-memory path ran where it should not: %llu barriers, %llu allreduces, "
+            "%llu segments", b, a, s);
+    if (wakes && rank == 0 && w == 0)
+        ERR("rank 0 arrived last with the others asleep, but woke nobody");
+    if (rank == 0)
+        printf("rank 0: %llu shared-memory barriers, %llu allreduces, %llu segments, %llu "
+               "wake-ups\n", b, a, s, w);
+
+    MPI_Comm_free(&rev);
+    MPI_Comm_free(&half);
+    MPI_Comm_free(&dup);
+    mpit_finalize();
+    {
+        int all;
+        MPI_Allreduce(&errs, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (rank == 0 && all == 0)
+            printf(" No Errors\n");
+    }
+    MPI_Finalize();
+    return errs ? 1 : 0;
+}

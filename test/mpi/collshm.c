@@ -9,9 +9,14 @@
  *  - allreduce: int sum, double sum (all ranks must get the same bits), long max, unsigned
  *    char bor, 2int maxloc, float min, with counts from 1 to one past the shared row (which then
  *    runs MPICH's algorithm), in place and not, checked element by element;
- *  - sleepers: rank 0 arrives 30 ms late, so the others go to sleep (interrupt mode, or an
- *    oversubscribed node once its yield time is over) and must be woken; COLLSHM_WAKES=1
- *    asserts rank 0 sent wake-ups.
+ *  - bcast: from every root, 1 int to one past the shared row, contiguous at all ranks or a
+ *    strided vector at the root only (the same type signature), checked element by element;
+ *    50 in a row from one root with nothing between them, so the root runs ahead, and 300
+ *    of mixed sizes and roots, which wrap around the segment's bcast ring;
+ *  - sleepers: rank 0 arrives 30 ms late at barriers, allreduces and bcasts it roots, so the
+ *    others go to sleep (interrupt mode, or an oversubscribed node once its yield time is
+ *    over) and must be woken; and the last rank reads late while rank 0 broadcasts ahead, so
+ *    rank 0 waits for a slot and must be woken. COLLSHM_WAKES=1 asserts wake-ups were sent.
  * Every check repeats past MPIR_CVAR_AMLAPI_COLL_SHM calls. COLLSHM_EXPECT=0 asserts the
  * shared-memory path never ran (NOLOCAL, the CVAR at 0); otherwise that it did.
  */
@@ -170,7 +175,8 @@ static void test_allreduce(MPI_Comm comm, const char *what, int limit)
                                 if (v_int(r, i) % 77 > bv)
                                     bv = v_int(r, i) % 77, bl = r;
                             e = (long long) bv * 100000 + bl;
-                            g = (long long) ((int *) out)[2 * i] * 100000 + ((int *) out)[2 * i + 1];
+                            g = (long long) ((int *) out)[2 * i] * 100000 +
+                                ((int *) out)[2 * i + 1];
                             bad = e != g;
                             break;
                         }
@@ -208,10 +214,90 @@ static void test_allreduce(MPI_Comm comm, const char *what, int limit)
     free(out);
 }
 
+static void test_bcast(MPI_Comm comm, const char *what, int limit)
+{
+    int n, me, maxc = limit / (int) sizeof(int) + 1;
+    /* room for the largest count (25 may exceed a small row) twice over, strided */
+    int *buf = malloc(sizeof(int) * 2 * (maxc + 25));
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    for (int root = 0; root < n; root++) {
+        int counts[4] = { 1, 25, maxc - 1, maxc };
+        for (int c = 0; c < 4; c++) {
+            int cnt = counts[c];
+            for (int rep = 0; rep < REPS; rep++) {
+                int strided = rep % 2;
+                MPI_Datatype vec = MPI_DATATYPE_NULL;
+                for (int i = 0; i < 2 * cnt; i++)
+                    buf[i] = me == root ? root * 100000 + rep * 1000 + i : -1;
+                if (strided && me == root) {
+                    /* every other int of buf: the root's data is buf[0], buf[2], ... */
+                    MPI_Type_vector(cnt, 1, 2, MPI_INT, &vec);
+                    MPI_Type_commit(&vec);
+                    MPI_Bcast(buf, 1, vec, root, comm);
+                    MPI_Type_free(&vec);
+                } else {
+                    MPI_Bcast(buf, cnt, MPI_INT, root, comm);
+                }
+                if (me == root)
+                    continue;
+                for (int i = 0; i < cnt; i++) {
+                    int e = root * 100000 + rep * 1000 + (strided ? 2 * i : i);
+                    if (buf[i] != e) {
+                        ERR("%s: bcast root %d count %d%s element %d: %d, expected %d", what,
+                            root, cnt, strided ? " (strided at the root)" : "", i, buf[i], e);
+                        break;
+                    }
+                }
+                if (buf[cnt] != -1)
+                    ERR("%s: bcast root %d count %d wrote past the data", what, root, cnt);
+            }
+        }
+    }
+    for (int k = 0; k < 50; k++) {
+        int v = me == 0 ? k * 7 : -1;
+        MPI_Bcast(&v, 1, MPI_INT, 0, comm);
+        if (v != k * 7)
+            ERR("%s: bcast %d of a run: %d, expected %d", what, k, v, k * 7);
+    }
+    /* 300 in a row of mixed sizes and roots: records of every size wrap around the ring */
+    for (int k = 0; k < 300; k++) {
+        int root = k % n, cnt = (k * 37) % (maxc - 1) + 1, bad = -1;
+        for (int i = 0; i < cnt; i++)
+            buf[i] = me == root ? k * 1000 + i : -1;
+        MPI_Bcast(buf, cnt, MPI_INT, root, comm);
+        for (int i = 0; i < cnt && bad < 0; i++)
+            if (buf[i] != k * 1000 + i)
+                bad = i;
+        if (bad >= 0)
+            ERR("%s: bcast %d of a mixed run (root %d, %d ints): element %d is %d", what, k,
+                root, cnt, bad, buf[bad]);
+    }
+    free(buf);
+}
+
 static void test_sleepers(MPI_Comm comm)
 {
-    int me, x, y;
+    int me, x, y, n;
     MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    /* rank 0 broadcasts 6 ahead while the last rank dawdles: rank 0 waits for a slot */
+    for (int k = 0; k < 6; k++) {
+        int v = me == 0 ? k + 40 : -1;
+        if (me == n - 1)
+            usleep(20000);
+        MPI_Bcast(&v, 1, MPI_INT, 0, comm);
+        if (v != k + 40)
+            ERR("sleepers: bcast %d: %d", k, v);
+    }
+    for (int k = 0; k < 3; k++) {
+        int v = me == 0 ? k : -1;
+        if (me == 0)
+            usleep(30000);
+        MPI_Bcast(&v, 1, MPI_INT, 0, comm);
+        if (v != k)
+            ERR("sleepers: late root's bcast %d: %d", k, v);
+    }
     for (int k = 0; k < 5; k++) {
         if (me == 0)
             usleep(30000);
@@ -231,23 +317,24 @@ int main(int argc, char **argv)
 {
     MPI_Comm dup, half, rev, tmp;
     const char *ev = getenv("COLLSHM_EXPECT"), *wv = getenv("COLLSHM_WAKES");
-    int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit;
-    unsigned long long b0, a0, s0, w0;
+    int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit, blimit;
+    unsigned long long b0, a0, s0, w0, c0;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     mpit_init();
     limit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BYTES");
-    if (limit < 0)
-        limit = 1024;
+    blimit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES");
     b0 = pvar_read("amlapi_coll_shm_barriers");
     a0 = pvar_read("amlapi_coll_shm_allreduces");
     s0 = pvar_read("amlapi_coll_shm_segments");
     w0 = pvar_read("amlapi_coll_shm_wakes");
+    c0 = pvar_read("amlapi_coll_shm_bcasts");
 
     test_barrier(MPI_COMM_WORLD, "world");
     test_allreduce(MPI_COMM_WORLD, "world", limit);
+    test_bcast(MPI_COMM_WORLD, "world", blimit);
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     test_barrier(dup, "dup");
     test_allreduce(dup, "dup", limit);
@@ -255,8 +342,10 @@ int main(int argc, char **argv)
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
     test_barrier(half, "half");
     test_allreduce(half, "half", limit);
+    test_bcast(half, "half", blimit);
     MPI_Comm_split(MPI_COMM_WORLD, 0, nprocs - rank, &rev);
     test_allreduce(rev, "reversed", limit);
+    test_bcast(rev, "reversed", blimit);
     for (int i = 0; i < 10; i++) {
         int x = rank, y;
         MPI_Comm_dup(rev, &tmp);
@@ -273,18 +362,21 @@ int main(int argc, char **argv)
     unsigned long long b = pvar_read("amlapi_coll_shm_barriers") - b0,
         a = pvar_read("amlapi_coll_shm_allreduces") - a0,
         s = pvar_read("amlapi_coll_shm_segments") - s0,
-        w = pvar_read("amlapi_coll_shm_wakes") - w0;
-    if (expect && (b == 0 || a == 0 || s < 4))
-        ERR("the shared-memory path did not run: %llu barriers, %llu allreduces, %llu segments",
-            b, a, s);
-    if (!expect && (b || a || s))
+        w = pvar_read("amlapi_coll_shm_wakes") - w0,
+        bc = pvar_read("amlapi_coll_shm_bcasts") - c0, wall;
+    if (expect && (b == 0 || a == 0 || bc == 0 || s < 4))
+        ERR("the shared-memory path did not run: %llu barriers, %llu allreduces, %llu bcasts, "
+            "%llu segments", b, a, bc, s);
+    if (!expect && (b || a || bc || s))
         ERR("the shared-memory path ran where it should not: %llu barriers, %llu allreduces, "
-            "%llu segments", b, a, s);
-    if (wakes && rank == 0 && w == 0)
-        ERR("rank 0 arrived last with the others asleep, but woke nobody");
+            "%llu bcasts, %llu segments", b, a, bc, s);
+    MPI_Allreduce(&w, &wall, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (wakes && rank == 0 && (w == 0 || wall == w))
+        ERR("ranks slept in the segment, but rank 0 woke nobody (%llu) or nobody woke it "
+            "(%llu in all)", w, wall);
     if (rank == 0)
-        printf("rank 0: %llu shared-memory barriers, %llu allreduces, %llu segments, %llu "
-               "wake-ups\n", b, a, s, w);
+        printf("rank 0: %llu shared-memory barriers, %llu allreduces, %llu bcasts, %llu "
+               "segments, %llu wake-ups (%llu by all)\n", b, a, bc, s, w, wall);
 
     MPI_Comm_free(&rev);
     MPI_Comm_free(&half);

@@ -2,9 +2,9 @@
  * amlapi netmod: collectives. Blocking bcast, allreduce, reduce, allgather, allgatherv,
  * alltoall and barrier, and the nonblocking forms of all but allgatherv, on
  * intracommunicators try coll_torus's torus schedules (amlapi_coll.c) when a torus is known;
- * barrier and small allreduce of a communicator on one node then try its shared-memory
- * segment (amlapi_coll_shm.c); otherwise MPICH's own algorithms run (MPIR_<Coll>_impl, never
- * MPIR_<Coll>, which would come back here). Every other collective
+ * barrier, small bcast and small allreduce of a communicator on one node then try its
+ * shared-memory segment (amlapi_coll_shm.c); otherwise MPICH's own algorithms run
+ * (MPIR_<Coll>_impl, never MPIR_<Coll>, which would come back here). Every other collective
  * is MPICH's, as in MPICH's netmod_am_fallback_coll.h, which is included with the
  * names above moved aside.
  */
@@ -59,7 +59,10 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_bcast(void *buffer, MPI_Aint count,
     if (MPIDI_AMLAPI_coll_torus_active)
         mpi_errno = MPIDI_AMLAPI_torus_bcast(buffer, count, datatype, root, comm, errflag,
                                              NULL, &done);
-    return done ? mpi_errno : MPIR_Bcast_impl(buffer, count, datatype, root, comm, errflag);
+    if (!done && MPIR_CVAR_AMLAPI_COLL_SHM)
+        mpi_errno = MPIDI_AMLAPI_shm_bcast(buffer, count, datatype, root, comm, errflag, &done);
+    return done || mpi_errno ? mpi_errno :
+        MPIR_Bcast_impl(buffer, count, datatype, root, comm, errflag);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_allreduce(const void *sendbuf, void *recvbuf,

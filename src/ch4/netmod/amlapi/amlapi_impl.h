@@ -173,11 +173,13 @@ extern int MPIDI_AMLAPI_coll_torus_active;
 int MPIDI_AMLAPI_coll_init(void);
 void MPIDI_AMLAPI_coll_finalize(void);
 void MPIDI_AMLAPI_coll_comm_free(MPIR_Comm * comm);
-/* amlapi_coll_shm.c: barrier and small allreduce in a communicator's shared memory */
+/* amlapi_coll_shm.c: barrier, small bcast and allreduce in a communicator's shared memory */
 int MPIDI_AMLAPI_coll_shm_init(void);
 void MPIDI_AMLAPI_coll_shm_finalize(void);
 void MPIDI_AMLAPI_coll_shm_comm_free(MPIR_Comm * comm);
 int MPIDI_AMLAPI_shm_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done);
+int MPIDI_AMLAPI_shm_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype, int root,
+                           MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done);
 int MPIDI_AMLAPI_shm_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
                                MPI_Datatype datatype, MPI_Op op, MPIR_Comm * comm,
                                MPIR_Errflag_t * errflag, int *done);

@@ -634,8 +634,8 @@ int MPIDI_AMLAPI_torus_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype
 }
 
 /* reductions work on elements of the user's datatype, which every rank passes alike: it
- * must be contiguous with no gaps */
-static int reducible(MPI_Datatype datatype, MPI_Aint * extent, MPI_Aint * lb)
+ * must be contiguous with no gaps (also amlapi_coll_shm.c's allreduce) */
+int MPIDI_AMLAPI_coll_reducible(MPI_Datatype datatype, MPI_Aint * extent, MPI_Aint * lb)
 {
     int contig;
     MPI_Aint size, true_extent;
@@ -656,7 +656,7 @@ int MPIDI_AMLAPI_torus_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count
     exec_t e;
 
     exec_init(&e);
-    if (!reducible(datatype, &extent, &lb) ||
+    if (!MPIDI_AMLAPI_coll_reducible(datatype, &extent, &lb) ||
         !schedule(&e, all ? CT_COLL_ALLREDUCE : CT_COLL_REDUCE, comm, all ? 0 : root, count,
                   extent, MPIR_Op_is_commutative(op)))
         return MPI_SUCCESS;

@@ -386,20 +386,15 @@ int MPIDI_AMLAPI_shm_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint coun
                                MPI_Datatype datatype, MPI_Op op, MPIR_Comm * comm,
                                MPIR_Errflag_t * errflag, int *done)
 {
-    int mpi_errno, contig;
-    MPI_Aint size, extent, lb, true_extent;
+    int mpi_errno;
+    MPI_Aint size, lb;
     cs_comm_t *c;
     red_t r;
 
     /* a predefined datatype (so every rank has the same one, whatever it builds) laid out
      * without gaps, and a predefined op */
-    if (!HANDLE_IS_BUILTIN(op) || !MPIR_DATATYPE_IS_PREDEFINED(datatype) || count <= 0)
-        return MPI_SUCCESS;
-    MPIR_Datatype_is_contig(datatype, &contig);
-    MPIR_Datatype_get_size_macro(datatype, size);
-    MPIR_Datatype_get_extent_macro(datatype, extent);
-    MPIR_Type_get_true_extent_impl(datatype, &lb, &true_extent);
-    if (!contig || size <= 0 || extent != size || true_extent != size || lb != 0 ||
+    if (!HANDLE_IS_BUILTIN(op) || !MPIR_DATATYPE_IS_PREDEFINED(datatype) || count <= 0 ||
+        !MPIDI_AMLAPI_coll_reducible(datatype, &size, &lb) || lb != 0 ||
         count > (MPI_Aint) MPIR_CVAR_AMLAPI_COLL_SHM_BYTES / size)
         return MPI_SUCCESS;
 

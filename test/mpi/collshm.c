@@ -1,5 +1,6 @@
 /*
- * Barrier and small allreduce in a communicator's shared memory (amlapi_coll_shm.c, issue 13):
+ * Barrier, small allreduce, bcast and alltoall in a communicator's shared memory
+ * (amlapi_coll_shm.c, issue 13):
  * the same answers as MPICH's algorithms, on COMM_WORLD, a duplicate, split communicators
  * (two disjoint ones with the same context id, and one whose rank order is the reverse of
  * COMM_WORLD's), and communicators made and freed in a loop.
@@ -13,6 +14,11 @@
  *    strided vector at the root only (the same type signature), checked element by element;
  *    50 in a row from one root with nothing between them, so the root runs ahead, and 300
  *    of mixed sizes and roots, which wrap around the segment's bcast ring;
+ *  - large bcasts (in chunks through the ring where MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE
+ *    lets them): sizes ending inside a chunk, every root, strided at the root;
+ *    COLLSHM_CHUNKS=1 asserts that they went through the ring, =0 that they did not;
+ *  - alltoall: 1 int to one past the shared block, plain, in place, strided receive or send
+ *    type, element by element; 60 in a row, so fast ranks reuse rows while others copy out;
  *  - sleepers: rank 0 arrives 30 ms late at barriers, allreduces and bcasts it roots, so the
  *    others go to sleep (interrupt mode, or an oversubscribed node once its yield time is
  *    over) and must be woken; and the last rank reads late while rank 0 broadcasts ahead, so
@@ -276,6 +282,128 @@ static void test_bcast(MPI_Comm comm, const char *what, int limit)
     free(buf);
 }
 
+/* element i of the block rank r sends rank j in repetition rep */
+static int v_a2a(int rep, int r, int j, int i)
+{
+    return ((rep * 64 + r) * 64 + j) * 4096 + i;
+}
+
+/* alltoall: counts up to one past the shared block (MPICH's algorithm then), plain, in place,
+ * strided receive type and strided send type, checked element by element; 60 in a row with
+ * nothing between them (a fast rank is in the next call while others still copy out) and
+ * with barriers between (the same row set again) */
+static void test_alltoall(MPI_Comm comm, const char *what, int limit)
+{
+    int n, me, maxc = limit / (int) sizeof(int);
+    int counts[4] = { 1, 3, maxc, maxc + 1 };
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    int *sbuf = malloc(sizeof(int) * 2 * n * (maxc + 1)), *rbuf =
+        malloc(sizeof(int) * 2 * n * (maxc + 1));
+    for (int c = 0; c < 4; c++) {
+        int cnt = counts[c];
+        if (cnt < 1)
+            continue;
+        for (int rep = 0; rep < REPS; rep++) {
+            int mode = rep % 4, stride = mode >= 2 ? 2 * cnt - 1 : cnt;
+            MPI_Datatype vec;
+            MPI_Type_vector(cnt, 1, 2, MPI_INT, &vec);
+            MPI_Type_commit(&vec);
+            for (int i = 0; i < 2 * n * (maxc + 1); i++)
+                sbuf[i] = rbuf[i] = -1;
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < cnt; i++) {
+                    if (mode == 3)      /* strided send: element i at 2i of block j */
+                        sbuf[j * stride + 2 * i] = v_a2a(rep, me, j, i);
+                    else if (mode == 1)
+                        rbuf[j * cnt + i] = v_a2a(rep, me, j, i);
+                    else
+                        sbuf[j * cnt + i] = v_a2a(rep, me, j, i);
+                }
+            if (mode == 0)
+                MPI_Alltoall(sbuf, cnt, MPI_INT, rbuf, cnt, MPI_INT, comm);
+            else if (mode == 1)
+                MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rbuf, cnt, MPI_INT, comm);
+            else if (mode == 2)
+                MPI_Alltoall(sbuf, cnt, MPI_INT, rbuf, 1, vec, comm);
+            else
+                MPI_Alltoall(sbuf, 1, vec, rbuf, cnt, MPI_INT, comm);
+            MPI_Type_free(&vec);
+            for (int j = 0; j < n; j++) {
+                int bad = -1, got = 0;
+                for (int i = 0; i < cnt && bad < 0; i++) {
+                    got = rbuf[mode == 2 ? j * stride + 2 * i : j * cnt + i];
+                    if (got != v_a2a(rep, j, me, i))
+                        bad = i;
+                }
+                if (bad >= 0) {
+                    ERR("%s: alltoall (%s) of %d ints: element %d from rank %d is %d, expected "
+                        "%d", what, mode == 0 ? "plain" : mode == 1 ? "in place" : mode == 2 ?
+                        "strided receive" : "strided send", cnt, bad, j, got,
+                        v_a2a(rep, j, me, bad));
+                    break;
+                }
+                if (mode == 2 && cnt > 1 && rbuf[j * stride + 1] != -1)
+                    ERR("%s: alltoall into a strided type wrote a gap", what);
+            }
+            if (mode != 2 && rbuf[n * cnt] != -1)
+                ERR("%s: alltoall of %d ints wrote past the data", what, cnt);
+        }
+    }
+    for (int k = 0; k < 60; k++) {
+        for (int j = 0; j < n; j++)
+            sbuf[j] = v_a2a(k, me, j, 0);
+        MPI_Alltoall(sbuf, 1, MPI_INT, rbuf, 1, MPI_INT, comm);
+        for (int j = 0; j < n; j++)
+            if (rbuf[j] != v_a2a(k, j, me, 0)) {
+                ERR("%s: alltoall %d of a run: %d from rank %d, expected %d", what, k, rbuf[j],
+                    j, v_a2a(k, j, me, 0));
+                break;
+            }
+        if (k % 3 == 0)
+            MPI_Barrier(comm);
+    }
+    free(sbuf);
+    free(rbuf);
+}
+
+/* large bcasts (through the ring in chunks when MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE lets
+ * them, else MPICH's algorithms): sizes that end inside a chunk, from every root, contiguous or
+ * a strided vector at the root, and a run of them with nothing between */
+static void test_bcast_large(MPI_Comm comm, const char *what)
+{
+    int n, me, sizes[3] = { 5000, 70001, 300007 };
+    int *buf = malloc(sizeof(int) * 2 * 300007);
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    for (int s = 0; s < 3; s++)
+        for (int k = 0; k < 2 * n; k++) {
+            int root = k % n, cnt = sizes[s], strided = k >= n, bad = -1;
+            for (int i = 0; i < 2 * cnt; i++)
+                buf[i] = me == root ? k * 7 + i : -1;
+            if (strided && me == root) {
+                MPI_Datatype vec;
+                MPI_Type_vector(cnt, 1, 2, MPI_INT, &vec);
+                MPI_Type_commit(&vec);
+                MPI_Bcast(buf, 1, vec, root, comm);
+                MPI_Type_free(&vec);
+            } else {
+                MPI_Bcast(buf, cnt, MPI_INT, root, comm);
+            }
+            if (me == root)
+                continue;
+            for (int i = 0; i < cnt && bad < 0; i++)
+                if (buf[i] != k * 7 + (strided ? 2 * i : i))
+                    bad = i;
+            if (bad >= 0)
+                ERR("%s: bcast of %d ints from %d%s: element %d is %d", what, cnt, root,
+                    strided ? " (strided at the root)" : "", bad, buf[bad]);
+            else if (buf[cnt] != -1)
+                ERR("%s: bcast of %d ints wrote past the data", what, cnt);
+        }
+    free(buf);
+}
+
 static void test_sleepers(MPI_Comm comm)
 {
     int me, x, y, n;
@@ -317,8 +445,9 @@ int main(int argc, char **argv)
 {
     MPI_Comm dup, half, rev, tmp;
     const char *ev = getenv("COLLSHM_EXPECT"), *wv = getenv("COLLSHM_WAKES");
-    int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit, blimit;
-    unsigned long long b0, a0, s0, w0, c0;
+    int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit, blimit, alimit;
+    unsigned long long b0, a0, s0, w0, c0, t0, k0;
+    const char *kv = getenv("COLLSHM_CHUNKS");
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -326,15 +455,20 @@ int main(int argc, char **argv)
     mpit_init();
     limit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BYTES");
     blimit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES");
+    alimit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES");
     b0 = pvar_read("amlapi_coll_shm_barriers");
     a0 = pvar_read("amlapi_coll_shm_allreduces");
     s0 = pvar_read("amlapi_coll_shm_segments");
     w0 = pvar_read("amlapi_coll_shm_wakes");
     c0 = pvar_read("amlapi_coll_shm_bcasts");
+    t0 = pvar_read("amlapi_coll_shm_alltoalls");
+    k0 = pvar_read("amlapi_coll_shm_bcast_chunks");
 
     test_barrier(MPI_COMM_WORLD, "world");
     test_allreduce(MPI_COMM_WORLD, "world", limit);
     test_bcast(MPI_COMM_WORLD, "world", blimit);
+    test_alltoall(MPI_COMM_WORLD, "world", alimit);
+    test_bcast_large(MPI_COMM_WORLD, "world");
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     test_barrier(dup, "dup");
     test_allreduce(dup, "dup", limit);
@@ -343,9 +477,12 @@ int main(int argc, char **argv)
     test_barrier(half, "half");
     test_allreduce(half, "half", limit);
     test_bcast(half, "half", blimit);
+    test_alltoall(half, "half", alimit);
+    test_bcast_large(half, "half");
     MPI_Comm_split(MPI_COMM_WORLD, 0, nprocs - rank, &rev);
     test_allreduce(rev, "reversed", limit);
     test_bcast(rev, "reversed", blimit);
+    test_alltoall(rev, "reversed", alimit);
     for (int i = 0; i < 10; i++) {
         int x = rank, y;
         MPI_Comm_dup(rev, &tmp);
@@ -363,20 +500,26 @@ int main(int argc, char **argv)
         a = pvar_read("amlapi_coll_shm_allreduces") - a0,
         s = pvar_read("amlapi_coll_shm_segments") - s0,
         w = pvar_read("amlapi_coll_shm_wakes") - w0,
-        bc = pvar_read("amlapi_coll_shm_bcasts") - c0, wall;
-    if (expect && (b == 0 || a == 0 || bc == 0 || s < 4))
+        bc = pvar_read("amlapi_coll_shm_bcasts") - c0,
+        t = pvar_read("amlapi_coll_shm_alltoalls") - t0, wall;
+    if (expect && (b == 0 || a == 0 || bc == 0 || t == 0 || s < 4))
         ERR("the shared-memory path did not run: %llu barriers, %llu allreduces, %llu bcasts, "
-            "%llu segments", b, a, bc, s);
-    if (!expect && (b || a || bc || s))
+            "%llu alltoalls, %llu segments", b, a, bc, t, s);
+    if (!expect && (b || a || bc || t || s))
         ERR("the shared-memory path ran where it should not: %llu barriers, %llu allreduces, "
-            "%llu bcasts, %llu segments", b, a, bc, s);
+            "%llu bcasts, %llu alltoalls, %llu segments", b, a, bc, t, s);
+    if (kv && (atoi(kv) ? pvar_read("amlapi_coll_shm_bcast_chunks") == k0 :
+               pvar_read("amlapi_coll_shm_bcast_chunks") != k0))
+        ERR("large bcasts %s through the ring in chunks (COLLSHM_CHUNKS=%s)",
+            atoi(kv) ? "did not go" : "went", kv);
     MPI_Allreduce(&w, &wall, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (wakes && rank == 0 && (w == 0 || wall == w))
         ERR("ranks slept in the segment, but rank 0 woke nobody (%llu) or nobody woke it "
             "(%llu in all)", w, wall);
     if (rank == 0)
         printf("rank 0: %llu shared-memory barriers, %llu allreduces, %llu bcasts, %llu "
-               "segments, %llu wake-ups (%llu by all)\n", b, a, bc, s, w, wall);
+               "alltoalls, %llu segments, %llu wake-ups (%llu by all)\n", b, a, bc, t, s, w,
+               wall);
 
     MPI_Comm_free(&rev);
     MPI_Comm_free(&half);

@@ -2,7 +2,7 @@
  * amlapi netmod: collectives. Blocking bcast, allreduce, reduce, allgather, allgatherv,
  * alltoall and barrier, and the nonblocking forms of all but allgatherv, on
  * intracommunicators try coll_torus's torus schedules (amlapi_coll.c) when a torus is known;
- * barrier, small bcast and small allreduce of a communicator on one node then try its
+ * barrier, small bcast, allreduce and alltoall of a communicator on one node then try its
  * shared-memory segment (amlapi_coll_shm.c); otherwise MPICH's own algorithms run
  * (MPIR_<Coll>_impl, never MPIR_<Coll>, which would come back here). Every other collective
  * is MPICH's, as in MPICH's netmod_am_fallback_coll.h, which is included with the
@@ -134,7 +134,10 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_alltoall(const void *sendbuf, MPI_Aint
         mpi_errno = MPIDI_AMLAPI_torus_alltoall(sendbuf, sendcount, sendtype, recvbuf,
                                                 recvcount, recvtype, comm, errflag, NULL,
                                                 &done);
-    return done ? mpi_errno : MPIR_Alltoall_impl(sendbuf, sendcount, sendtype, recvbuf,
+    if (!done && MPIR_CVAR_AMLAPI_COLL_SHM)
+        mpi_errno = MPIDI_AMLAPI_shm_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, comm, errflag, &done);
+    return done || mpi_errno ? mpi_errno : MPIR_Alltoall_impl(sendbuf, sendcount, sendtype, recvbuf,
                                                  recvcount, recvtype, comm, errflag);
 }
 

@@ -185,6 +185,9 @@ int MPIDI_AMLAPI_shm_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype, 
 int MPIDI_AMLAPI_shm_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
                                MPI_Datatype datatype, MPI_Op op, MPIR_Comm * comm,
                                MPIR_Errflag_t * errflag, int *done);
+int MPIDI_AMLAPI_shm_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype,
+                              void *recvbuf, MPI_Aint recvcount, MPI_Datatype recvtype,
+                              MPIR_Comm * comm, MPIR_Errflag_t * errflag, int *done);
 /* Each sets *done when a torus schedule runs the collective (then its return is the result);
  * else the caller runs MPICH's algorithm. req NULL: blocking (peers' failures in *errflag);
  * else nonblocking, the request in *req (errflag unused). */

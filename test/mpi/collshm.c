@@ -220,6 +220,23 @@ static void test_allreduce(MPI_Comm comm, const char *what, int limit)
     free(out);
 }
 
+/* cnt ints from root; strided: at the root only, every other int of buf (buf[0], buf[2], ...),
+ * the same type signature */
+static void bcast_ints(int *buf, int cnt, int root, MPI_Comm comm, int strided)
+{
+    int me;
+    MPI_Comm_rank(comm, &me);
+    if (strided && me == root) {
+        MPI_Datatype vec;
+        MPI_Type_vector(cnt, 1, 2, MPI_INT, &vec);
+        MPI_Type_commit(&vec);
+        MPI_Bcast(buf, 1, vec, root, comm);
+        MPI_Type_free(&vec);
+    } else {
+        MPI_Bcast(buf, cnt, MPI_INT, root, comm);
+    }
+}
+
 static void test_bcast(MPI_Comm comm, const char *what, int limit)
 {
     int n, me, maxc = limit / (int) sizeof(int) + 1;
@@ -233,18 +250,9 @@ static void test_bcast(MPI_Comm comm, const char *what, int limit)
             int cnt = counts[c];
             for (int rep = 0; rep < REPS; rep++) {
                 int strided = rep % 2;
-                MPI_Datatype vec = MPI_DATATYPE_NULL;
                 for (int i = 0; i < 2 * cnt; i++)
                     buf[i] = me == root ? root * 100000 + rep * 1000 + i : -1;
-                if (strided && me == root) {
-                    /* every other int of buf: the root's data is buf[0], buf[2], ... */
-                    MPI_Type_vector(cnt, 1, 2, MPI_INT, &vec);
-                    MPI_Type_commit(&vec);
-                    MPI_Bcast(buf, 1, vec, root, comm);
-                    MPI_Type_free(&vec);
-                } else {
-                    MPI_Bcast(buf, cnt, MPI_INT, root, comm);
-                }
+                bcast_ints(buf, cnt, root, comm, strided);
                 if (me == root)
                     continue;
                 for (int i = 0; i < cnt; i++) {
@@ -381,15 +389,7 @@ static void test_bcast_large(MPI_Comm comm, const char *what)
             int root = k % n, cnt = sizes[s], strided = k >= n, bad = -1;
             for (int i = 0; i < 2 * cnt; i++)
                 buf[i] = me == root ? k * 7 + i : -1;
-            if (strided && me == root) {
-                MPI_Datatype vec;
-                MPI_Type_vector(cnt, 1, 2, MPI_INT, &vec);
-                MPI_Type_commit(&vec);
-                MPI_Bcast(buf, 1, vec, root, comm);
-                MPI_Type_free(&vec);
-            } else {
-                MPI_Bcast(buf, cnt, MPI_INT, root, comm);
-            }
+            bcast_ints(buf, cnt, root, comm, strided);
             if (me == root)
                 continue;
             for (int i = 0; i < cnt && bad < 0; i++)

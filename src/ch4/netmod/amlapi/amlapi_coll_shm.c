@@ -125,7 +125,7 @@ cvars:
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE
       category    : CH4_AMLAPI
       type        : int
-      default     : 8
+      default     : 4
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
@@ -133,9 +133,10 @@ cvars:
         On a communicator of at least this many ranks (0: none), an MPI_Bcast larger than
         MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES goes through the segment's ring too, in chunks
         of a quarter of the ring (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING), the readers copying
-        one out while the root writes the next. With 8 ranks on 2 cores MPICH's algorithms
-        need every rank to run at every step: 1 MiB took 2.5 ms, through the ring 0.23 ms
-        (Open MPI 0.41). With 4 ranks MPICH's are as fast, and with 2 faster.
+        one out while the root writes the next. On 2 cores MPICH's algorithms need every
+        rank to run at every step: 1 MiB took 0.20-0.36 ms on 4 ranks and 2.5 on 8, through
+        the ring 0.085 and 0.23 (Open MPI 0.21 and 0.41); on 2 ranks, which MPICH serves
+        with one message, the ring was as fast or 3x slower from run to run.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING
       category    : CH4_AMLAPI
@@ -147,7 +148,8 @@ cvars:
       description : >-
         Bytes of the bcast ring of a communicator that pipelines large bcasts
         (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE): the root runs this far ahead of its
-        slowest reader. 8 ranks on 2 cores, 1 MiB bcasts: 1 MiB ring 0.33 ms, 4 MiB 0.23 ms.
+        slowest reader. 8 ranks on 2 cores, 1 MiB bcasts: 1 MiB ring 0.33 ms, 4 MiB 0.23 ms;
+        8-byte bcasts 1.3 us and 0.5.
         65536 to 1073741824.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
@@ -695,34 +697,36 @@ int MPIDI_AMLAPI_shm_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Datat
     return MPI_SUCCESS;
 }
 
+/* an init error naming the CVAR when v is outside [lo, hi] */
+static int cvar_range(const char *name, int v, int lo, int hi, const char *what)
+{
+    int mpi_errno = MPI_SUCCESS;
+    if (v < lo || v > hi)
+        MPIR_ERR_SET2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s", name,
+                      what);
+    return mpi_errno;
+}
+
 int MPIDI_AMLAPI_coll_shm_init(void)
 {
     int mpi_errno = MPI_SUCCESS;
-    if (MPIR_CVAR_AMLAPI_COLL_SHM < 0)
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_COLL_SHM", "must be 0 (never) or more calls");
-    if (MPIR_CVAR_AMLAPI_COLL_SHM_BYTES < 0 || MPIR_CVAR_AMLAPI_COLL_SHM_BYTES > (1 << 20))
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_COLL_SHM_BYTES", "must be 0 to 1048576 bytes");
-    if (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES < 0 ||
-        MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES > (1 << 20))
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES",
-                             "must be 0 to 1048576 bytes");
-    if (MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES < 0 ||
-        MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES > (1 << 20))
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES",
-                             "must be 0 to 1048576 bytes");
-    if (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE < 0)
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE",
-                             "must be 0 (never) or more ranks");
-    if (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING < 65536 ||
-        MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING > (1 << 30))
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING",
-                             "must be 65536 to 1073741824 bytes");
+    const char *bytes = "must be 0 to 1048576 bytes";
+
+    if ((mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM", MPIR_CVAR_AMLAPI_COLL_SHM, 0,
+                                INT_MAX, "must be 0 (never) or more calls")) ||
+        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_BYTES",
+                                MPIR_CVAR_AMLAPI_COLL_SHM_BYTES, 0, 1 << 20, bytes)) ||
+        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES",
+                                MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES, 0, 1 << 20, bytes)) ||
+        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES",
+                                MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES, 0, 1 << 20, bytes)) ||
+        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE",
+                                MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE, 0, INT_MAX,
+                                "must be 0 (never) or more ranks")) ||
+        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING",
+                                MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING, 65536, 1 << 30,
+                                "must be 65536 to 1073741824 bytes")))
+        goto fn_fail;
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_barriers", &pv_barriers,
                               "MPI_Barrier calls done in a communicator's shared-memory segment");
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_allreduces", &pv_allreduces,

@@ -14,9 +14,12 @@
  *    strided vector at the root only (the same type signature), checked element by element;
  *    50 in a row from one root with nothing between them, so the root runs ahead, and 300
  *    of mixed sizes and roots, which wrap around the segment's bcast ring;
- *  - large bcasts (in chunks through the ring where MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE
+ *  - large bcasts (in chunks through the ring where MPIR_CVAR_AMLAPI_COLL_SHM_LARGE
  *    lets them): sizes ending inside a chunk, every root, strided at the root;
- *    COLLSHM_CHUNKS=1 asserts that they went through the ring, =0 that they did not;
+ *    COLLSHM_CHUNKS=1 asserts that they, and large allreduces, went through shared memory in
+ *    chunks, =0 that they did not;
+ *  - large allreduce (in chunks in shared memory): int sum and long max element by element, a
+ *    double sum with the same bits at every rank, in place and not, counts ending in a chunk;
  *  - alltoall: 1 int to one past the shared block, plain, in place, strided receive or send
  *    type, element by element; 60 in a row, so fast ranks reuse rows while others copy out;
  *  - sleepers: rank 0 arrives 30 ms late at barriers, allreduces and bcasts it roots, so the
@@ -375,7 +378,7 @@ static void test_alltoall(MPI_Comm comm, const char *what, int limit)
     free(rbuf);
 }
 
-/* large bcasts (through the ring in chunks when MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE lets
+/* large bcasts (through the ring in chunks when MPIR_CVAR_AMLAPI_COLL_SHM_LARGE lets
  * them, else MPICH's algorithms): sizes that end inside a chunk, from every root, contiguous or
  * a strided vector at the root, and a run of them with nothing between */
 static void test_bcast_large(MPI_Comm comm, const char *what)
@@ -402,6 +405,65 @@ static void test_bcast_large(MPI_Comm comm, const char *what)
                 ERR("%s: bcast of %d ints wrote past the data", what, cnt);
         }
     free(buf);
+}
+
+/* large allreduce (in chunks in shared memory from MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN on):
+ * int sum and long max checked element by element, a double sum that every rank must get to
+ * the same bits, in place and not, counts that end inside a chunk, and calls in a row */
+static void test_allreduce_large(MPI_Comm comm, const char *what)
+{
+    int n, me, counts[3] = { 16385, 70001, 300007 };
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    int *ia = malloc(sizeof(int) * 300007), *ib = malloc(sizeof(int) * 300007);
+    long *la = malloc(sizeof(long) * 300007), *lb = malloc(sizeof(long) * 300007);
+    double *da = malloc(sizeof(double) * 300007), *db = malloc(sizeof(double) * 300007);
+    for (int c = 0; c < 3; c++)
+        for (int rep = 0; rep < 4; rep++) {
+            int cnt = counts[c], inplace = rep % 2, bad = -1;
+            uint64_t h = 0, h0;
+            for (int i = 0; i < cnt; i++) {
+                ia[i] = me * 7 + i % 1000 + rep;
+                la[i] = (long) ((me * 31 + i) % (n + 3)) * 1000 + i;
+                da[i] = (i % 3 ? 1e16 : 1.0) * (me + 1) + i * 0.001;
+            }
+            if (inplace) {
+                memcpy(ib, ia, sizeof(int) * cnt);
+                MPI_Allreduce(MPI_IN_PLACE, ib, cnt, MPI_INT, MPI_SUM, comm);
+            } else {
+                MPI_Allreduce(ia, ib, cnt, MPI_INT, MPI_SUM, comm);
+            }
+            MPI_Allreduce(la, lb, cnt, MPI_LONG, MPI_MAX, comm);
+            MPI_Allreduce(da, db, cnt, MPI_DOUBLE, MPI_SUM, comm);
+            for (int i = 0; i < cnt && bad < 0; i++) {
+                long mx = 0;
+                for (int r = 0; r < n; r++) {
+                    long v = (long) ((r * 31 + i) % (n + 3)) * 1000 + i;
+                    mx = v > mx ? v : mx;
+                }
+                if (ib[i] != n * (i % 1000 + rep) + 7 * n * (n - 1) / 2 || lb[i] != mx)
+                    bad = i;
+            }
+            if (bad >= 0)
+                ERR("%s: large allreduce of %d%s: element %d: int sum %d, long max %ld", what,
+                    cnt, inplace ? " (in place)" : "", bad, ib[bad], lb[bad]);
+            for (int i = 0; i < cnt; i++) {
+                uint64_t u;
+                memcpy(&u, &db[i], sizeof(u));
+                h = h * 1099511628211ULL + u;
+            }
+            h0 = h;
+            MPI_Bcast(&h0, 1, MPI_UINT64_T, 0, comm);
+            if (h0 != h)
+                ERR("%s: large allreduce of %d doubles: a different sum than rank 0's", what,
+                    cnt);
+        }
+    free(ia);
+    free(ib);
+    free(la);
+    free(lb);
+    free(da);
+    free(db);
 }
 
 static void test_sleepers(MPI_Comm comm)
@@ -446,7 +508,7 @@ int main(int argc, char **argv)
     MPI_Comm dup, half, rev, tmp;
     const char *ev = getenv("COLLSHM_EXPECT"), *wv = getenv("COLLSHM_WAKES");
     int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit, blimit, alimit;
-    unsigned long long b0, a0, s0, w0, c0, t0, k0;
+    unsigned long long b0, a0, s0, w0, c0, t0, k0, r0;
     const char *kv = getenv("COLLSHM_CHUNKS");
 
     MPI_Init(&argc, &argv);
@@ -463,12 +525,14 @@ int main(int argc, char **argv)
     c0 = pvar_read("amlapi_coll_shm_bcasts");
     t0 = pvar_read("amlapi_coll_shm_alltoalls");
     k0 = pvar_read("amlapi_coll_shm_bcast_chunks");
+    r0 = pvar_read("amlapi_coll_shm_reduce_chunks");
 
     test_barrier(MPI_COMM_WORLD, "world");
     test_allreduce(MPI_COMM_WORLD, "world", limit);
     test_bcast(MPI_COMM_WORLD, "world", blimit);
     test_alltoall(MPI_COMM_WORLD, "world", alimit);
     test_bcast_large(MPI_COMM_WORLD, "world");
+    test_allreduce_large(MPI_COMM_WORLD, "world");
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     test_barrier(dup, "dup");
     test_allreduce(dup, "dup", limit);
@@ -479,6 +543,7 @@ int main(int argc, char **argv)
     test_bcast(half, "half", blimit);
     test_alltoall(half, "half", alimit);
     test_bcast_large(half, "half");
+    test_allreduce_large(half, "half");
     MPI_Comm_split(MPI_COMM_WORLD, 0, nprocs - rank, &rev);
     test_allreduce(rev, "reversed", limit);
     test_bcast(rev, "reversed", blimit);
@@ -508,10 +573,14 @@ int main(int argc, char **argv)
     if (!expect && (b || a || bc || t || s))
         ERR("the shared-memory path ran where it should not: %llu barriers, %llu allreduces, "
             "%llu bcasts, %llu alltoalls, %llu segments", b, a, bc, t, s);
-    if (kv && (atoi(kv) ? pvar_read("amlapi_coll_shm_bcast_chunks") == k0 :
-               pvar_read("amlapi_coll_shm_bcast_chunks") != k0))
-        ERR("large bcasts %s through the ring in chunks (COLLSHM_CHUNKS=%s)",
-            atoi(kv) ? "did not go" : "went", kv);
+    if (kv) {
+        unsigned long long k = pvar_read("amlapi_coll_shm_bcast_chunks") - k0,
+            r = pvar_read("amlapi_coll_shm_reduce_chunks") - r0;
+        if (atoi(kv) ? !k || !r : k || r)
+            ERR("large bcasts and allreduces %s through shared memory in chunks "
+                "(COLLSHM_CHUNKS=%s): %llu bcast chunks, %llu allreduce chunks",
+                atoi(kv) ? "did not go" : "went", kv, k, r);
+    }
     MPI_Allreduce(&w, &wall, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (wakes && rank == 0 && (w == 0 || wall == w))
         ERR("ranks slept in the segment, but rank 0 woke nobody (%llu) or nobody woke it "

@@ -122,7 +122,7 @@ cvars:
         2 KiB even / 32 against 35-39; 4 KiB 12.5 against 11 / 49 against 43-48 (two
         copies of every block then cost more than the messages). 0 to 1048576.
 
-    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE
+    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_LARGE
       category    : CH4_AMLAPI
       type        : int
       default     : 4
@@ -130,13 +130,16 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        On a communicator of at least this many ranks (0: none), an MPI_Bcast larger than
-        MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES goes through the segment's ring too, in chunks
-        of a quarter of the ring (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING), the readers copying
-        one out while the root writes the next. On 2 cores MPICH's algorithms need every
-        rank to run at every step: 1 MiB took 0.20-0.36 ms on 4 ranks and 2.5 on 8, through
-        the ring 0.085 and 0.23 (Open MPI 0.21 and 0.41); on 2 ranks, which MPICH serves
-        with one message, the ring was as fast or 3x slower from run to run.
+        On a communicator of at least this many ranks (0: none), large MPI_Bcast and
+        MPI_Allreduce go through its shared memory too: a bcast larger than
+        MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES through the ring in chunks of a quarter of it
+        (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING), readers copying one out while the root
+        writes the next; an allreduce from MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN bytes in
+        chunks (MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK) that every rank reduces a slice of.
+        On 2 cores MPICH's algorithms need every rank to run at every step: bcast 1 MiB took
+        0.20-0.36 ms on 4 ranks and 2.5 on 8, through the ring 0.085 and 0.23 (Open MPI 0.21
+        and 0.41); allreduce 1 MiB 0.50-0.61 ms on 4 ranks, in chunks 0.27. On 2 ranks, which
+        MPICH serves with one message or two, MPICH's were as fast or faster.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING
       category    : CH4_AMLAPI
@@ -147,10 +150,36 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Bytes of the bcast ring of a communicator that pipelines large bcasts
-        (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE): the root runs this far ahead of its
+        (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE): the root runs this far ahead of its
         slowest reader. 8 ranks on 2 cores, 1 MiB bcasts: 1 MiB ring 0.33 ms, 4 MiB 0.23 ms;
         8-byte bcasts 1.3 us and 0.5.
         65536 to 1073741824.
+
+    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 262144
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Chunk (bytes) of a large MPI_Allreduce in shared memory (see
+        MPIR_CVAR_AMLAPI_COLL_SHM_LARGE): every rank copies chunk k into its row and reduces
+        1/n of chunk k-1 over all rows, one arrival per chunk. The rows (2 x (ranks + 1)
+        chunks) are a segment made at the first such call. 4 ranks on 2 cores, 1 MiB: 64 KiB
+        chunks 0.50-1.05 ms, 128 KiB 0.32, 256 KiB 0.27. 0: never.
+
+    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 16384
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Smallest MPI_Allreduce (bytes) done in chunks in shared memory
+        (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE); between MPIR_CVAR_AMLAPI_COLL_SHM_BYTES and this,
+        MPICH's algorithms. 4 ranks on 2 cores, 16 KiB: 11 against 17-22 us.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
@@ -194,14 +223,17 @@ typedef struct {
     char *a2a;                  /* alltoall rows: 2 sets x n rows of a2a_row bytes */
     size_t a2a_row, a2a_blk;    /* row bytes; the largest block that fits */
     int a2a_state;              /* CS_COUNTING (not made yet), CS_READY, CS_NEVER */
+    char *red;                  /* large allreduce: 2 sets x (n rows + a result) of red_chunk */
+    size_t red_chunk;
+    int red_state;              /* like a2a_state */
     UT_hash_handle hh;
 } cs_comm_t;
 
 enum { CS_COUNTING, CS_READY, CS_NEVER };
 
 static cs_comm_t *cs_comms;
-static unsigned long long pv_barriers, pv_allreduces, pv_bcasts, pv_chunks, pv_alltoalls,
-    pv_wakes, pv_segments;
+static unsigned long long pv_barriers, pv_allreduces, pv_bcasts, pv_chunks, pv_rchunks,
+    pv_alltoalls, pv_wakes, pv_segments;
 
 static size_t row_bytes(void)
 {
@@ -214,18 +246,18 @@ static size_t hdr_bytes(int n)
         (size_t) n * sizeof(cs_rpos_t);
 }
 
-/* whether comm's large bcasts go through the ring in chunks */
-static int pipelines(MPIR_Comm * comm)
+/* whether comm's large bcasts and allreduces go through its shared memory */
+static int large(MPIR_Comm * comm)
 {
-    return MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE > 0 &&
-        comm->local_size >= MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE;
+    return MPIR_CVAR_AMLAPI_COLL_SHM_LARGE > 0 &&
+        comm->local_size >= MPIR_CVAR_AMLAPI_COLL_SHM_LARGE;
 }
 
 static size_t ring_bytes(MPIR_Comm * comm)
 {
     size_t r = CS_RING_RECORDS * ((((size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES + 63) &
                                    ~(size_t) 63) + 64);
-    if (pipelines(comm) && r < (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING)
+    if (large(comm) && r < (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING)
         r = ((size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING + 255) & ~(size_t) 255;
     return r < CS_RING_MIN ? CS_RING_MIN : r;
 }
@@ -263,6 +295,25 @@ static int all_local(MPIR_Comm * comm)
             return 0;
     }
     return 1;
+}
+
+/* A second segment of len bytes over comm (alltoall or large-allreduce rows), made at the
+ * first call that needs it: *state becomes CS_READY with *at, or CS_NEVER (len 0, no room). */
+static int extra_segment(MPIR_Comm * comm, size_t len, char **at, int *state)
+{
+    int mpi_errno = MPI_SUCCESS;
+    bool fail = false;
+    void *base;
+
+    *state = CS_NEVER;
+    if (len == 0)
+        return MPI_SUCCESS;
+    mpi_errno = shm_alloc_checked(comm, len, &base, &fail);
+    if (mpi_errno == MPI_SUCCESS && !fail) {
+        *at = base;
+        *state = CS_READY;
+    }
+    return mpi_errno;
 }
 
 /* comm's state if this call is its eligible call that uses the segment, else NULL (the caller
@@ -466,6 +517,90 @@ static int reduce_rows(cs_comm_t * c, void *arg)
     return MPI_SUCCESS;
 }
 
+/* Large allreduce, in chunks of red_chunk bytes with one arrival per chunk. Before arrival k
+ * (of this call) a rank copies its chunk k into its row of set k & 1 and reduces its slice
+ * (1/n of the elements) of chunk k-1 -- rows of set (k-1) & 1, in rank order -- into that
+ * set's result; after arrival k it copies chunk k-1 of the result out. Two sets suffice: the
+ * rows of chunk k are next written for chunk k+2 by a rank past arrival k+1, which every rank
+ * reached only after reducing chunk k; the result of chunk k is next written when chunk k+2 is
+ * reduced, after arrival k+2, which every rank reached only after copying chunk k out. The
+ * set parity follows the communicator's arrival count, so calls in a row continue the
+ * alternation. The reduction is spread over all ranks, not left to the last to arrive, and
+ * every element is still combined in rank order, so every rank gets the same bits. */
+static int red_rows(MPIR_Comm * comm, cs_comm_t * c)
+{
+    c->red_chunk = (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK & ~(size_t) 63;
+    return extra_segment(comm, 2 * ((size_t) comm->local_size + 1) * c->red_chunk, &c->red,
+                         &c->red_state);
+}
+
+static int large_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
+                           MPI_Datatype datatype, MPI_Aint size, MPI_Op op, MPIR_Comm * comm,
+                           int *done)
+{
+    int mpi_errno, red_errno = MPI_SUCCESS, n = comm->local_size, me = comm->rank;
+    MPI_Aint per, nchunks;
+    cs_comm_t *c;
+    const char *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+
+    if (MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK == 0 || !large(comm) ||
+        count < (MPI_Aint) MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN / size)
+        return MPI_SUCCESS;
+    mpi_errno = segment_of(comm, &c);
+    if (mpi_errno || !c)
+        return mpi_errno;
+    if (c->red_state == CS_COUNTING) {
+        mpi_errno = red_rows(comm, c);
+        if (mpi_errno)
+            return mpi_errno;
+    }
+    if (c->red_state != CS_READY || (MPI_Aint) c->red_chunk < size)
+        return MPI_SUCCESS;
+    *done = 1;
+    pv_allreduces++;
+    per = (MPI_Aint) c->red_chunk / size;       /* elements per chunk */
+    nchunks = (count + per - 1) / per;
+    for (MPI_Aint k = 0; k <= nchunks; k++) {
+        uint32_t g = c->gen;
+        if (k < nchunks) {
+            pv_rchunks++;
+            char *set = c->red + (size_t) (g & 1) * (size_t) (n + 1) * c->red_chunk;
+            MPI_Aint cnt = MPL_MIN(per, count - k * per);
+            memcpy(set + (size_t) me * c->red_chunk, src + (size_t) (k * per * size),
+                   (size_t) (cnt * size));
+        }
+        if (k > 0 && red_errno == MPI_SUCCESS) {
+            /* my slice of chunk k-1 */
+            char *set = c->red + (size_t) ((g - 1) & 1) * (size_t) (n + 1) * c->red_chunk;
+            char *res = set + (size_t) n * c->red_chunk;
+            MPI_Aint cnt = MPL_MIN(per, count - (k - 1) * per);
+            /* slices of whole lines where the element size allows: no line has two writers */
+            MPI_Aint line = size < 64 && 64 % size == 0 ? 64 / size : 1;
+            MPI_Aint slice = ((cnt + n - 1) / n + line - 1) / line * line;
+            MPI_Aint lo = MPL_MIN(cnt, (MPI_Aint) me * slice), m = MPL_MIN(slice, cnt - lo);
+            size_t at = (size_t) (lo * size);
+            if (m > 0) {
+                memcpy(res + at, set + (size_t) (n - 1) * c->red_chunk + at, (size_t) (m * size));
+                for (int i = n - 2; i >= 0 && red_errno == MPI_SUCCESS; i--)
+                    red_errno = MPIR_Reduce_local(set + (size_t) i * c->red_chunk + at,
+                                                  res + at, m, datatype, op);
+            }
+        }
+        mpi_errno = arrive(comm, c, NULL, NULL);
+        if (mpi_errno)
+            return mpi_errno;
+        if (k > 0) {
+            char *res = c->red + (size_t) ((g - 1) & 1) * (size_t) (n + 1) * c->red_chunk +
+                (size_t) n * c->red_chunk;
+            MPI_Aint cnt = MPL_MIN(per, count - (k - 1) * per);
+            memcpy((char *) recvbuf + (size_t) ((k - 1) * per * size), res,
+                   (size_t) (cnt * size));
+        }
+    }
+    /* the op and datatype are the same at every rank, so every rank failed alike */
+    return red_errno;
+}
+
 int MPIDI_AMLAPI_shm_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
                                MPI_Datatype datatype, MPI_Op op, MPIR_Comm * comm,
                                MPIR_Errflag_t * errflag, int *done)
@@ -478,9 +613,10 @@ int MPIDI_AMLAPI_shm_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint coun
     /* a predefined datatype (so every rank has the same one, whatever it builds) laid out
      * without gaps, and a predefined op */
     if (!HANDLE_IS_BUILTIN(op) || !MPIR_DATATYPE_IS_PREDEFINED(datatype) || count <= 0 ||
-        !MPIDI_AMLAPI_coll_reducible(datatype, &size, &lb) || lb != 0 ||
-        count > (MPI_Aint) MPIR_CVAR_AMLAPI_COLL_SHM_BYTES / size)
+        !MPIDI_AMLAPI_coll_reducible(datatype, &size, &lb) || lb != 0)
         return MPI_SUCCESS;
+    if (count > (MPI_Aint) MPIR_CVAR_AMLAPI_COLL_SHM_BYTES / size)
+        return large_allreduce(sendbuf, recvbuf, count, datatype, size, op, comm, done);
 
     mpi_errno = segment_of(comm, &c);
     if (mpi_errno || !c)
@@ -577,7 +713,7 @@ int MPIDI_AMLAPI_shm_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype, 
     if (count <= 0 || size <= 0)
         return MPI_SUCCESS;
     bytes = (size_t) count *(size_t) size;
-    if (bytes > (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES && !pipelines(comm))
+    if (bytes > (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES && !large(comm))
         return MPI_SUCCESS;
     mpi_errno = segment_of(comm, &c);
     if (mpi_errno || !c)
@@ -604,28 +740,17 @@ int MPIDI_AMLAPI_shm_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype, 
  * rank arrived at a call in between, so every rank is done reading this one. */
 #define CS_A2A_MAX ((size_t) 16 << 20)
 
-/* Made at the first alltoall that finds the segment ready (all ranks at the same call). */
+/* Sized at the first alltoall that finds the segment ready (all ranks at the same call). */
 static int a2a_rows(MPIR_Comm * comm, cs_comm_t * c)
 {
-    int mpi_errno;
     size_t n = (size_t) comm->local_size;
     size_t blk = (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES;
-    bool fail = false;
-    void *base;
 
     if (2 * n * n * blk > CS_A2A_MAX)
         blk = CS_A2A_MAX / (2 * n * n);
     c->a2a_blk = blk;
     c->a2a_row = (n * blk + 63) & ~(size_t) 63;
-    c->a2a_state = CS_NEVER;
-    if (blk == 0)
-        return MPI_SUCCESS;
-    mpi_errno = shm_alloc_checked(comm, 2 * n * c->a2a_row, &base, &fail);
-    if (mpi_errno == MPI_SUCCESS && !fail) {
-        c->a2a = base;
-        c->a2a_state = CS_READY;
-    }
-    return mpi_errno;
+    return extra_segment(comm, blk ? 2 * n * c->a2a_row : 0, &c->a2a, &c->a2a_state);
 }
 
 int MPIDI_AMLAPI_shm_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype,
@@ -720,9 +845,15 @@ int MPIDI_AMLAPI_coll_shm_init(void)
                                 MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES, 0, 1 << 20, bytes)) ||
         (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES",
                                 MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES, 0, 1 << 20, bytes)) ||
-        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE",
-                                MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_PIPELINE, 0, INT_MAX,
+        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_LARGE",
+                                MPIR_CVAR_AMLAPI_COLL_SHM_LARGE, 0, INT_MAX,
                                 "must be 0 (never) or more ranks")) ||
+        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK",
+                                MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK, 0, 1 << 26,
+                                "must be 0 (never) to 67108864 bytes")) ||
+        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN",
+                                MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN, 0, INT_MAX,
+                                "must be 0 or more bytes")) ||
         (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING",
                                 MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING, 65536, 1 << 30,
                                 "must be 65536 to 1073741824 bytes")))
@@ -737,6 +868,9 @@ int MPIDI_AMLAPI_coll_shm_init(void)
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_bcast_chunks", &pv_chunks,
                               "chunks of large MPI_Bcast calls pipelined through a "
                               "communicator's shared-memory ring");
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_reduce_chunks", &pv_rchunks,
+                              "chunks of large MPI_Allreduce calls reduced in a "
+                              "communicator's shared memory");
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_alltoalls", &pv_alltoalls,
                               "MPI_Alltoall calls done in a communicator's shared-memory "
                               "segment");
@@ -756,6 +890,8 @@ static void cs_free(cs_comm_t * c)
 {
     if (c->a2a)
         MPIDU_shm_free(c->a2a);
+    if (c->red)
+        MPIDU_shm_free(c->red);
     if (c->hdr)
         MPIDU_shm_free(c->hdr);
     MPL_free(c);

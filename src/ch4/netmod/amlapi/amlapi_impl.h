@@ -175,7 +175,7 @@ void MPIDI_AMLAPI_coll_finalize(void);
 void MPIDI_AMLAPI_coll_comm_free(MPIR_Comm * comm);
 /* amlapi_coll.c: datatype is contiguous without gaps (its extent and true lower bound) */
 int MPIDI_AMLAPI_coll_reducible(MPI_Datatype datatype, MPI_Aint * extent, MPI_Aint * lb);
-/* amlapi_coll_shm.c: barrier, small bcast and allreduce in a communicator's shared memory */
+/* amlapi_coll_shm.c: barrier, bcast, allreduce, small alltoall in a communicator's shared memory */
 int MPIDI_AMLAPI_coll_shm_init(void);
 void MPIDI_AMLAPI_coll_shm_finalize(void);
 void MPIDI_AMLAPI_coll_shm_comm_free(MPIR_Comm * comm);

@@ -504,17 +504,25 @@ typedef struct {
     int n;
 } red_t;
 
-static int reduce_rows(cs_comm_t * c, void *arg)
+/* res = row 0 op (row 1 op (... row n-1)) for count elements at each row (stride apart): MPI's
+ * order, so a non-commutative op is right and every rank gets the same bits */
+static int reduce_in_order(const char *rows, size_t stride, int n, char *res, MPI_Aint count,
+                           MPI_Aint size, MPI_Datatype dtype, MPI_Op op)
 {
-    red_t *r = arg;
-    memcpy(c->result, c->rows + (size_t) (r->n - 1) * c->row, r->bytes);
-    for (int i = r->n - 2; i >= 0; i--) {
-        int mpi_errno = MPIR_Reduce_local(c->rows + (size_t) i * c->row, c->result, r->count,
-                                          r->dtype, r->op);
+    memcpy(res, rows + (size_t) (n - 1) * stride, (size_t) (count * size));
+    for (int i = n - 2; i >= 0; i--) {
+        int mpi_errno = MPIR_Reduce_local(rows + (size_t) i * stride, res, count, dtype, op);
         if (mpi_errno)
             return mpi_errno;
     }
     return MPI_SUCCESS;
+}
+
+static int reduce_rows(cs_comm_t * c, void *arg)
+{
+    red_t *r = arg;
+    return reduce_in_order(c->rows, c->row, r->n, c->result, r->count,
+                           (MPI_Aint) r->bytes / r->count, r->dtype, r->op);
 }
 
 /* Large allreduce, in chunks of red_chunk bytes with one arrival per chunk. Before arrival k
@@ -579,12 +587,9 @@ static int large_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
             MPI_Aint slice = ((cnt + n - 1) / n + line - 1) / line * line;
             MPI_Aint lo = MPL_MIN(cnt, (MPI_Aint) me * slice), m = MPL_MIN(slice, cnt - lo);
             size_t at = (size_t) (lo * size);
-            if (m > 0) {
-                memcpy(res + at, set + (size_t) (n - 1) * c->red_chunk + at, (size_t) (m * size));
-                for (int i = n - 2; i >= 0 && red_errno == MPI_SUCCESS; i--)
-                    red_errno = MPIR_Reduce_local(set + (size_t) i * c->red_chunk + at,
-                                                  res + at, m, datatype, op);
-            }
+            if (m > 0)
+                red_errno = reduce_in_order(set + at, c->red_chunk, n, res + at, m, size,
+                                            datatype, op);
         }
         mpi_errno = arrive(comm, c, NULL, NULL);
         if (mpi_errno)

@@ -503,6 +503,22 @@ static int t_direct(rank_ctx_t * c)
     CHECK_OK(aml_xmem_key(c->aml, m, &key, &key_len));
     CHECK(key_len <= sizeof(dkeys[0]), "a %zu-byte key", key_len);
     CHECK_OK(aml_address_init(c->aml, (uintptr_t) win, bases));
+    /* a keyless read of an address the peer published (aml_peer_read): on a node with single
+     * copy, from every vnode peer; refused to a UCX peer, and refused alike for 0 bytes */
+    fill(win + 8192, 70000, c->rank, 77);
+    CHECK_OK(aml_barrier(c->aml));
+    rc = aml_peer_read(c->aml, left, local, bases[left] + 8192, 70000);
+    CHECK(rc == AML_OK || rc == AML_ERR_NOT_SUPPORTED, "aml_peer_read: %d", rc);
+    CHECK(aml_peer_read(c->aml, left, NULL, 0, 0) == rc, "a 0-byte read answers otherwise");
+    CHECK(rc == AML_ERR_NOT_SUPPORTED || getenv("AML_TEST_VNODE") != NULL,
+          "a UCX peer read by single copy");
+    if (rc == AML_OK)
+        CHECK(first_bad(local, 70000, left, 77) == (size_t) -1, "aml_peer_read: byte %zu",
+              first_bad(local, 70000, left, 77));
+    CHECK(aml_peer_read(c->aml, c->size, local, bases[left], 8) == AML_ERR_INVAL,
+          "a read from a peer that does not exist");
+    CHECK_OK(aml_barrier(c->aml));
+    memset(win, 0, 8192 + 70000);
     dkeys_seen = 0;
     CHECK_OK(aml_barrier(c->aml));
     CHECK_OK(aml_amsend(c->aml, right, 8, NULL, 0, key, key_len, NULL, NULL, NULL));

@@ -22,6 +22,9 @@
  *    double sum with the same bits at every rank, in place and not, counts ending in a chunk;
  *  - alltoall: 1 int to one past the shared block, plain, in place, strided receive or send
  *    type, element by element; 60 in a row, so fast ranks reuse rows while others copy out;
+ *    large blocks (single copy from the senders' buffers) in the same ways, and a receive
+ *    count one short at one rank (MPI_ERR_TRUNCATE there, the communicator still works);
+ *    COLLSHM_READS=1 asserts that single copies ran, =0 that none did;
  *  - sleepers: rank 0 arrives 30 ms late at barriers, allreduces and bcasts it roots, so the
  *    others go to sleep (interrupt mode, or an oversubscribed node once its yield time is
  *    over) and must be woken; and the last rank reads late while rank 0 broadcasts ahead, so
@@ -303,15 +306,16 @@ static int v_a2a(int rep, int r, int j, int i)
  * strided receive type and strided send type, checked element by element; 60 in a row with
  * nothing between them (a fast rank is in the next call while others still copy out) and
  * with barriers between (the same row set again) */
-static void test_alltoall(MPI_Comm comm, const char *what, int limit)
+static void test_alltoall(MPI_Comm comm, const char *what, const int *counts, int ncounts)
 {
-    int n, me, maxc = limit / (int) sizeof(int);
-    int counts[4] = { 1, 3, maxc, maxc + 1 };
+    int n, me, maxc = 0;
+    for (int c = 0; c < ncounts; c++)
+        maxc = counts[c] > maxc ? counts[c] : maxc;
     MPI_Comm_size(comm, &n);
     MPI_Comm_rank(comm, &me);
     int *sbuf = malloc(sizeof(int) * 2 * n * (maxc + 1)), *rbuf =
         malloc(sizeof(int) * 2 * n * (maxc + 1));
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < ncounts; c++) {
         int cnt = counts[c];
         if (cnt < 1)
             continue;
@@ -374,6 +378,49 @@ static void test_alltoall(MPI_Comm comm, const char *what, int limit)
         if (k % 3 == 0)
             MPI_Barrier(comm);
     }
+    free(sbuf);
+    free(rbuf);
+}
+
+static void test_alltoall_small(MPI_Comm comm, const char *what, int limit)
+{
+    int maxc = limit / (int) sizeof(int), counts[4] = { 1, 3, maxc, maxc + 1 };
+    test_alltoall(comm, what, counts, 4);
+}
+
+/* large blocks (by single copy from the senders' buffers from
+ * MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY bytes on communicators of
+ * MPIR_CVAR_AMLAPI_COLL_SHM_LARGE ranks): one int below that, at it, and 64 KiB and 12 bytes,
+ * in the same four modes; then, where single copy is expected (communicators of at least
+ * reads ranks), a receive count one short at rank 0 only, which must be MPI_ERR_TRUNCATE
+ * there and leave the communicator working */
+static void test_alltoall_large(MPI_Comm comm, const char *what, int copy, int reads)
+{
+    int c4 = copy >= 8 ? copy / 4 : 1024, counts[3] = { c4 - 1, c4, 16387 };
+    int n, me, rc, cls, *sbuf, *rbuf;
+    MPI_Comm ec;
+    test_alltoall(comm, what, counts, 3);
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    /* the error class of MPICH's algorithms is theirs to choose */
+    if (!reads || n < reads)
+        return;
+    MPI_Comm_dup(comm, &ec);
+    MPI_Comm_set_errhandler(ec, MPI_ERRORS_RETURN);
+    sbuf = calloc((size_t) n * 16387, sizeof(int));
+    rbuf = calloc((size_t) n * 16387, sizeof(int));
+    for (int k = 0; k < 10; k++) {
+        rc = MPI_Alltoall(sbuf, 16387, MPI_INT, rbuf, me == 0 && k == 9 ? 16386 : 16387,
+                          MPI_INT, ec);
+        MPI_Error_class(rc, &cls);
+        if (k == 9 && me == 0 ? cls != MPI_ERR_TRUNCATE : rc != MPI_SUCCESS)
+            ERR("%s: alltoall %d with %s receive count: error class %d", what, k,
+                me == 0 && k == 9 ? "a short" : "the right", cls);
+    }
+    rc = MPI_Barrier(ec);
+    if (rc != MPI_SUCCESS)
+        ERR("%s: barrier after a truncated alltoall: %d", what, rc);
+    MPI_Comm_free(&ec);
     free(sbuf);
     free(rbuf);
 }
@@ -507,9 +554,10 @@ int main(int argc, char **argv)
 {
     MPI_Comm dup, half, rev, tmp;
     const char *ev = getenv("COLLSHM_EXPECT"), *wv = getenv("COLLSHM_WAKES");
-    int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit, blimit, alimit;
-    unsigned long long b0, a0, s0, w0, c0, t0, k0, r0;
-    const char *kv = getenv("COLLSHM_CHUNKS");
+    int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit, blimit, alimit, acopy,
+        areads;
+    unsigned long long b0, a0, s0, w0, c0, t0, k0, r0, d0;
+    const char *kv = getenv("COLLSHM_CHUNKS"), *dv = getenv("COLLSHM_READS");
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -518,6 +566,9 @@ int main(int argc, char **argv)
     limit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BYTES");
     blimit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES");
     alimit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES");
+    acopy = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY");
+    /* the least ranks of a communicator whose large alltoalls go by single copy, 0 none */
+    areads = dv && atoi(dv) ? cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_LARGE") : 0;
     b0 = pvar_read("amlapi_coll_shm_barriers");
     a0 = pvar_read("amlapi_coll_shm_allreduces");
     s0 = pvar_read("amlapi_coll_shm_segments");
@@ -526,11 +577,13 @@ int main(int argc, char **argv)
     t0 = pvar_read("amlapi_coll_shm_alltoalls");
     k0 = pvar_read("amlapi_coll_shm_bcast_chunks");
     r0 = pvar_read("amlapi_coll_shm_reduce_chunks");
+    d0 = pvar_read("amlapi_coll_shm_alltoall_reads");
 
     test_barrier(MPI_COMM_WORLD, "world");
     test_allreduce(MPI_COMM_WORLD, "world", limit);
     test_bcast(MPI_COMM_WORLD, "world", blimit);
-    test_alltoall(MPI_COMM_WORLD, "world", alimit);
+    test_alltoall_small(MPI_COMM_WORLD, "world", alimit);
+    test_alltoall_large(MPI_COMM_WORLD, "world", acopy, areads);
     test_bcast_large(MPI_COMM_WORLD, "world");
     test_allreduce_large(MPI_COMM_WORLD, "world");
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
@@ -541,13 +594,14 @@ int main(int argc, char **argv)
     test_barrier(half, "half");
     test_allreduce(half, "half", limit);
     test_bcast(half, "half", blimit);
-    test_alltoall(half, "half", alimit);
+    test_alltoall_small(half, "half", alimit);
+    test_alltoall_large(half, "half", acopy, areads);
     test_bcast_large(half, "half");
     test_allreduce_large(half, "half");
     MPI_Comm_split(MPI_COMM_WORLD, 0, nprocs - rank, &rev);
     test_allreduce(rev, "reversed", limit);
     test_bcast(rev, "reversed", blimit);
-    test_alltoall(rev, "reversed", alimit);
+    test_alltoall_small(rev, "reversed", alimit);
     for (int i = 0; i < 10; i++) {
         int x = rank, y;
         MPI_Comm_dup(rev, &tmp);
@@ -580,6 +634,12 @@ int main(int argc, char **argv)
             ERR("large bcasts and allreduces %s through shared memory in chunks "
                 "(COLLSHM_CHUNKS=%s): %llu bcast chunks, %llu allreduce chunks",
                 atoi(kv) ? "did not go" : "went", kv, k, r);
+    }
+    if (dv) {
+        unsigned long long d = pvar_read("amlapi_coll_shm_alltoall_reads") - d0;
+        if (atoi(dv) ? !d : d)
+            ERR("large alltoalls %s by single copy (COLLSHM_READS=%s): %llu", atoi(dv) ?
+                "did not go" : "went", dv, d);
     }
     MPI_Allreduce(&w, &wall, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (wakes && rank == 0 && (w == 0 || wall == w))

@@ -357,6 +357,12 @@ int aml_put_direct(aml_t * aml, aml_xkey_t * k, uint64_t raddr, const void *src,
                    aml_cntr_t * cmpl_cntr, aml_compl_fn_t fn, void *arg);
 int aml_get_direct(aml_t * aml, aml_xkey_t * k, uint64_t raddr, void *dst, size_t len,
                    aml_cntr_t * cmpl_cntr, aml_compl_fn_t fn, void *arg);
+/* A single copy of len bytes at raddr in peer's memory into dst, done when it returns, for an
+ * embedder whose peer published the address itself (in memory both map, e.g. a collective's
+ * segment; nothing is checked but by the kernel, and a failed copy is fatal naming the peer).
+ * AML_ERR_NOT_SUPPORTED when peer is not reached through vnode or its node forbids single
+ * copy; every pair of a node's ranks gets the same answer. */
+int aml_peer_read(aml_t * aml, int peer, void *dst, uint64_t raddr, size_t len);
 
 typedef enum {
     AML_RMW_FETCH_ADD = 1,      /* *tgt += in[0] */

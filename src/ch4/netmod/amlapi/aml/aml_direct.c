@@ -248,3 +248,12 @@ int aml_get_direct(aml_t * aml, aml_xkey_t * k, uint64_t raddr, void *dst, size_
 {
     return direct(aml, k, raddr, dst, len, 0, cmpl_cntr, fn, arg);
 }
+
+int aml_peer_read(aml_t * aml, int peer, void *dst, uint64_t raddr, size_t len)
+{
+    if (!aml || !aml_peer_ok(aml, peer) || (!dst && len))
+        return AML_ERR_INVAL;
+    if (!aml->connected)
+        return AML_ERR_STATE;
+    return aml_vnode_read(aml, peer, dst, raddr, len);
+}

@@ -160,12 +160,14 @@ extern const aml_tport_t aml_ucx_tport;
 extern const aml_tport_t aml_vnode_tport;
 /* vnode's setup beyond the table (aml_vnode.c): whether the rank at vnode address addr is on
  * this node (1, with its index; 0 not; -1 inconsistent), mapping the segment at connect, what
- * it offers (get/put only with single copy), its counters (aml_qenv) */
+ * it offers (get/put only with single copy), its counters (aml_qenv), a keyless single copy
+ * (aml_peer_read) */
 int aml_vnode_local(aml_t * aml, const void *addr, int *local);
 int aml_vnode_attach(aml_t * aml, char *err, size_t errlen);
 int aml_vnode_watch(aml_t * aml);
 unsigned aml_vnode_caps(aml_t * aml);
 int64_t aml_vnode_stat(aml_t * aml, int q);
+int aml_vnode_read(aml_t * aml, int peer, void *dst, uint64_t raddr, size_t len);
 /* aml_ucx_tport.progress, which aml_poll calls directly (a polling loop's every pass) */
 int aml_ucx_progress(aml_t * aml);
 /* TCP keepalive on the sockets UCX accepted (aml_ucx_keepalive.c): mark this process's

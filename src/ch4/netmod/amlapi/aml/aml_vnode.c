@@ -556,6 +556,20 @@ static int vn_event_fd(aml_t * aml, int *fd)
     return *fd >= 0 ? AML_OK : AML_ERR_STATE;
 }
 
+/* aml_peer_read's copy: a peer this transport reaches, on a node that allows single copy */
+int aml_vnode_read(aml_t * aml, int peer, void *dst, uint64_t raddr, size_t len)
+{
+    struct aml_vnode *n = aml->vnode;
+    if (!n || !n->single_copy || aml->peers[peer].tport != &aml_vnode_tport)
+        return AML_ERR_NOT_SUPPORTED;
+    if (len == 0)
+        return AML_OK;
+    int rc = vnode_read(n->v, n->peers[peer].local, dst, raddr, len);
+    if (rc != VNODE_OK)
+        copy_failed(aml, "single-copy read", rc);
+    return AML_OK;
+}
+
 /* vnode's counters, for aml_qenv */
 int64_t aml_vnode_stat(aml_t * aml, int q)
 {

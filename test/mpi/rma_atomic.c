@@ -23,8 +23,9 @@
  *    put lands while its owner reads its own memory);
  *  - native locks (windows that are not shared-memory ones, MPIR_CVAR_AMLAPI_RMA_LOCK):
  *    lock_all + one put + unlock_all asks for exactly two locks (the target's and this
- *    rank's) and elides the rest (amlapi_rma_lock_requests/_elided), lock/unlock with no
- *    operation asks for none;
+ *    rank's) and elides the rest (amlapi_rma_lock_requests/_elided), the target's request
+ *    carried by the put where it is a native RMA message (amlapi_rma_lock_carried), and
+ *    lock/unlock with no operation asks for none;
  *  - an operation sent with a lock request that must wait (native locks): rank 1 holds rank
  *    0's exclusive lock after a put of 5; rank 2 starts lock_all + fetch_and_op on the same
  *    word once rank 0 sees its request queued; rank 1 then puts 7 and unlocks. The fetched
@@ -487,19 +488,25 @@ static void test_deferred(win_t * w, int am)
     MPI_Barrier(w->comm);
 }
 
-static void test_lock_counts(win_t * w, int lock)
+static void test_lock_counts(win_t * w, int lock, int am)
 {
-    unsigned long long r0, e0, r, e;
+    unsigned long long r0, e0, c0, r, e, c;
     long v = 1;
     int t = (w->me + 1) % w->n;
     MPI_Barrier(w->comm);
     r0 = pvar_read("amlapi_rma_lock_requests");
     e0 = pvar_read("amlapi_rma_lock_elided");
+    c0 = pvar_read("amlapi_rma_lock_carried");
     MPI_Win_lock_all(0, w->win);
     MPI_Put(&v, 1, MPI_LONG, t, W_SELF, 1, MPI_LONG, w->win);
     MPI_Win_unlock_all(w->win);
     r = pvar_read("amlapi_rma_lock_requests") - r0;
     e = pvar_read("amlapi_rma_lock_elided") - e0;
+    c = pvar_read("amlapi_rma_lock_carried") - c0;
+    /* a native RMA message carries the target's request: no REQ, no GRANT */
+    if (lock && c != (am ? 1 : 0))
+        ERR("%s: lock_all + one put + unlock_all: %llu lock requests carried by the put, "
+            "want %d", kname[w->kind], c, am ? 1 : 0);
     if (lock && (r != 2 || e != (unsigned long long) w->n - 2))
         ERR("%s: lock_all + one put + unlock_all on %d ranks asked for %llu locks and elided "
             "%llu, want 2 and %d", kname[w->kind], w->n, r, e, w->n - 2);
@@ -633,7 +640,7 @@ int main(int argc, char **argv)
         test_readers_writers(&w);
         test_self_lock(&w);
         if (n > 2) {
-            test_lock_counts(&w, !shm && native_lock && k != K_SHARED);
+            test_lock_counts(&w, !shm && native_lock && k != K_SHARED, am);
             /* a queued request: native locks only (MPIDIG's lock blocks in MPI_Win_lock) */
             if (!shm && native_lock && k != K_SHARED)
                 test_deferred(&w, am);

@@ -89,7 +89,8 @@ typedef struct {
     uint8_t kind;
     uint8_t tdt;                /* TDT_* */
     uint8_t slot;
-    uint8_t pad;
+    uint8_t lock;               /* LOCK_*: the origin's lock request rides along (the first
+                                 * operation of its epoch to this target) */
     int32_t dt;                 /* the target's basic elements: a predefined datatype */
     int32_t op;                 /* ACC/GACC: a predefined op */
     uint32_t flat_len;          /* TDT_FULL: bytes of the flattened datatype */
@@ -97,7 +98,11 @@ typedef struct {
     uint64_t off;               /* byte offset in the target's window */
     uint64_t count;             /* elements of dt (TDT_NONE) or of the derived datatype */
     uint64_t op_id;             /* the origin's record, named in the answer */
+    int32_t rank;               /* the origin's rank in the window */
+    uint32_t pad;
 } rma_hdr_t;
+
+enum { LOCK_NONE = 0, LOCK_SHARED_REQ, LOCK_EXCL_REQ };
 
 /* an answer: DATA carries the target's bytes from before the operation */
 typedef struct {
@@ -114,6 +119,7 @@ typedef struct am_op {
     int peer;
     uint8_t want;               /* RMA_ACK or RMA_DATA */
     uint8_t acc;                /* an accumulate-family operation (w->acc_pending) */
+    int lock_rank;              /* carried the lock request to this rank: the answer grants */
     MPIR_Request *req;          /* request-based operations: completed with it */
     void *tmp;                  /* packed origin data, freed at completion */
     void *dst;                  /* DATA: contiguous destination, or the staging buffer */
@@ -487,6 +493,11 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
     if (win == MPIDIU_MAP_NOT_FOUND)
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: no window %#llx here",
                            kind_name[h.kind], info->src, (unsigned long long) h.win_id);
+    if (h.lock > LOCK_EXCL_REQ || h.rank < 0 || h.rank >= win->comm_ptr->local_size ||
+        MPIDI_AMLAPI_peer(win->comm_ptr, h.rank) != info->src)
+        MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: lock request %u, it says it "
+                           "is rank %d of window %#llx", kind_name[h.kind], info->src, h.lock,
+                           (int) h.rank, (unsigned long long) h.win_id);
     if (HANDLE_IS_BUILTIN(h.dt))
         MPIR_Datatype_get_size_macro(h.dt, size);
     if (size <= 0 || ((h.kind == RMA_ACC || h.kind == RMA_GACC) && !HANDLE_IS_BUILTIN(h.op)))
@@ -525,6 +536,9 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
     /* the origin's lock request for this window waits behind another holder: the operation
      * waits too (it cannot start waiting later: a new request of this origin follows the
      * unlock of the epoch this operation belongs to) */
+    if (h.lock != LOCK_NONE)
+        MPIDI_AMLAPI_lk_request_carried(win, h.rank, h.lock == LOCK_EXCL_REQ ?
+                                        MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED);
     waiting = MPIDI_AMLAPI_lk_waiting(win, info->src);
     if ((info->data || want == 0) && !waiting) {
         apply_req(&h, info->src, addr, bytes, info->data, dtp);
@@ -580,6 +594,9 @@ static int answer_handler(const aml_msg_info_t * info, aml_recv_t * recv)
                            "data bytes", info->src, r.kind <= RMA_DATA ? kind_name[r.kind] : "?",
                            (unsigned long long) r.op_id,
                            o ? "not that kind or peer" : "none awaits it", info->msg_len);
+    /* applied under the lock its request asked for: the grant, which was not sent apart */
+    if (o->lock_rank >= 0)
+        MPIDI_AMLAPI_lk_granted(o->w, o->lock_rank);
     if (info->msg_len == 0) {
         op_finish(o);
     } else if (info->data) {
@@ -648,7 +665,7 @@ void MPIDI_AMLAPI_rma_am_finalize(void)
 /* ---- the origin: operations ----------------------------------------------------------- */
 
 typedef struct {
-    int self, peer;
+    int self, peer, rank;       /* rank: the target's in the window */
     uint64_t off;               /* in the target's window */
     char *laddr;                /* self: the bytes here (derived: where the layout starts) */
     size_t bytes;
@@ -703,6 +720,7 @@ static int am_plan(MPIR_Win * win, int target_rank, MPI_Aint target_disp, int ta
         p->basic = dtp->basic_type;
         p->self = target_rank == win->comm_ptr->rank;
         p->peer = MPIDI_AMLAPI_peer(win->comm_ptr, target_rank);
+        p->rank = target_rank;
         p->bytes = (size_t) size;
         p->count = (uint64_t) target_count;
         if (dynamic) {
@@ -737,6 +755,7 @@ static int am_plan(MPIR_Win * win, int target_rank, MPI_Aint target_disp, int ta
     MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);
     p->self = target_rank == win->comm_ptr->rank;
     p->peer = MPIDI_AMLAPI_peer(win->comm_ptr, target_rank);
+    p->rank = target_rank;
     p->bytes = (size_t) size;
     p->count = (uint64_t) (size / bsize);
     if (dynamic) {
@@ -766,6 +785,7 @@ static int new_op(MPIR_Win * win, const am_plan_t * p, uint8_t want, MPIR_Reques
     o->w = MPIDI_AMLAPI_WIN(win);
     o->peer = p->peer;
     o->want = want;
+    o->lock_rank = -1;
     if (request) {
         /* one reference for the user, one for the completion */
         o->req = MPIR_Request_create_from_pool(MPIR_REQUEST_KIND__RMA, 0, 2);
@@ -902,6 +922,18 @@ static int send_op(MPIR_Win * win, am_op_t * o, rma_hdr_t * h, const am_plan_t *
             goto fn_fail;
         }
     }
+    h->rank = win->comm_ptr->rank;
+    /* last, once nothing can fail before the send: the lock request goes with it */
+    switch (MPIDI_AMLAPI_lk_carry(win, p->rank)) {
+        case MPI_LOCK_SHARED:
+            h->lock = LOCK_SHARED_REQ;
+            o->lock_rank = p->rank;
+            break;
+        case MPI_LOCK_EXCLUSIVE:
+            h->lock = LOCK_EXCL_REQ;
+            o->lock_rank = p->rank;
+            break;
+    }
     memcpy(hbuf, h, sizeof(*h));
     o->w->issued++;
     o->w->acc_pending += o->acc;
@@ -925,6 +957,7 @@ static int send_op(MPIR_Win * win, am_op_t * o, rma_hdr_t * h, const am_plan_t *
         }
     }
     if (rc != AML_OK) {
+        /* fatal below: the lock request that rode along is not taken back */
         (void) op_take(o->id);
         o->w->issued--;
         o->w->acc_pending -= o->acc;

@@ -5,20 +5,23 @@
  *
  * The target keeps a reader-writer lock per window: a count of shared holders, an exclusive
  * flag and a FIFO of waiting requests (a request waits while anybody waits before it, so an
- * exclusive one is not starved by a stream of shared ones). Four aml messages
+ * exclusive one is not starved by a stream of shared ones). Five aml messages
  * (MPIDI_AMLAPI_H_LOCK, a 16-byte header, inline unless a protocol is forced): REQ (origin
- * to target, with the lock type), GRANT (back), UNLOCK (origin to target) and its DONE.
+ * to target, with the lock type), GRANT (back), UNLOCK (origin to target), and SYNC and its
+ * DONE at MPI_Win_free.
  *
  * What differs from MPIDIG's lock protocol (a LOCK message and its ACK at MPI_Win_lock, one
  * per rank at MPI_Win_lock_all; an UNLOCK and its ACK at every unlock, waited for):
  *  - Lock does not block; the first operation to the target asks for the lock, as the seed
- *    does. A native RMA message (amlapi_rma_am.c) does not wait for the grant: it follows
- *    the request in aml's per-peer order, and the target applies it (and answers) only once
- *    the lock is granted, keeping it meanwhile (MPIDI_AMLAPI_lk_waiting,
- *    MPIDI_AMLAPI_am_run_deferred), so lock_all + fetch_and_op + unlock_all costs one round
- *    trip, not two. A direct operation or an MPIDIG message, which the target cannot hold
- *    back, waits for the grant first (MPIDI_AMLAPI_need_grant). An epoch that issues nothing
- *    to a target costs nothing,
+ *    does. A native RMA message (amlapi_rma_am.c) does not wait for the grant: it carries
+ *    the request itself (MPIDI_AMLAPI_lk_carry), the target takes the request before it
+ *    applies the message and holds the message until the lock is granted
+ *    (MPIDI_AMLAPI_lk_request_carried, MPIDI_AMLAPI_lk_waiting,
+ *    MPIDI_AMLAPI_am_run_deferred), and the message's answer is the grant
+ *    (MPIDI_AMLAPI_lk_granted): lock_all + fetch_and_op + unlock_all costs one message and
+ *    its answer there and the UNLOCK. A direct operation or an MPIDIG message, which the
+ *    target cannot hold back, sends a REQ and waits for the GRANT first
+ *    (MPIDI_AMLAPI_need_grant). An epoch that issues nothing to a target costs nothing,
  *    so lock_all + one operation + unlock_all on N ranks costs one request instead of N, and
  *    lock/unlock with no operation no message at all. A lock on this rank itself is taken at
  *    MPI_Win_lock/MPI_Win_lock_all (MPI: load/store access to the own window needs it held
@@ -27,8 +30,10 @@
  *    target when MPIDIG's unlock returns (the completion hooks and its counters), which is
  *    all MPI asks of MPI_Win_unlock; the UNLOCK then goes one way, in order behind
  *    everything this rank sent the target before (aml keeps per-peer order), so a later lock
- *    of this rank cannot overtake it. Its DONE is awaited only at MPI_Win_free, before
- *    MPIDIG's barrier, so that no UNLOCK arrives at a freed window.
+ *    of this rank cannot overtake it. Nothing answers it: at MPI_Win_free, before MPIDIG's
+ *    barrier, a rank sends one SYNC to each target it sent an UNLOCK since the last SYNC
+ *    and waits for its DONE (the UNLOCKs came first), so that no UNLOCK arrives at a freed
+ *    window.
  *
  * The epoch bookkeeping stays MPIDIG's (MPIDIG_mpi_win_lock & co. called with
  * MPI_MODE_NOCHECK, which sends nothing), so its operations, flushes, fence and free check
@@ -66,10 +71,11 @@ enum {
     LK_REQ = 1,
     LK_GRANT,
     LK_UNLOCK,
-    LK_DONE
+    LK_DONE,
+    LK_SYNC
 };
 
-static const char *const lk_kind_name[] = { "?", "REQ", "GRANT", "UNLOCK", "DONE" };
+static const char *const lk_kind_name[] = { "?", "REQ", "GRANT", "UNLOCK", "DONE", "SYNC" };
 
 typedef struct {
     uint8_t kind;
@@ -83,7 +89,9 @@ typedef struct {
 enum {
     T_IDLE = 0,                 /* nothing to take before an operation */
     T_WANT,                     /* an epoch is open; asked at the first operation */
-    T_ASKED,                    /* REQ sent, GRANT awaited */
+    T_PENDING,                  /* an operation is on its way: its path asks (a native RMA
+                                 * message carries the request, the others send a REQ) */
+    T_ASKED,                    /* asked; GRANT (or the carrying operation's answer) awaited */
     T_HELD                      /* granted: released at unlock */
 };
 
@@ -96,6 +104,7 @@ typedef struct lk_waiter {
     struct lk_waiter *next;
     int origin;
     int type;
+    int carried;                /* asked by a native RMA message, whose answer is the grant */
 } lk_waiter_t;
 
 struct MPIDI_AMLAPI_lk {
@@ -104,14 +113,15 @@ struct MPIDI_AMLAPI_lk {
     int all;                    /* a lock_all epoch is open */
     int *touched;               /* lock_all: ranks whose lock was taken, released at unlock_all */
     int ntouched;
-    uint64_t undone;            /* UNLOCKs whose DONE has not come back */
+    uint8_t *unlocked;          /* per rank: sent it an UNLOCK since the last SYNC */
+    uint64_t undone;            /* SYNCs whose DONE has not come back */
     /* target side: this rank's lock */
     int shared;                 /* shared holders */
     int excl;                   /* 1: held exclusively */
     lk_waiter_t *head, *tail;
 };
 
-static unsigned long long pv_requests, pv_queued, pv_elided;
+static unsigned long long pv_requests, pv_carried, pv_queued, pv_elided;
 
 /* Not for MPI_Win_allocate_shared windows that are not shared-memory ones
  * (MPIR_CVAR_AMLAPI_RMA_SHM=0): their ranks may load and store each other's memory through
@@ -138,9 +148,11 @@ static struct MPIDI_AMLAPI_lk *lk_of(MPIR_Win * win)
         return NULL;
     lk->t = MPL_calloc(n, sizeof(*lk->t), MPL_MEM_RMA);
     lk->touched = MPL_malloc(n * sizeof(int), MPL_MEM_RMA);
-    if (!lk->t || !lk->touched) {
+    lk->unlocked = MPL_calloc(n, 1, MPL_MEM_RMA);
+    if (!lk->t || !lk->touched || !lk->unlocked) {
         MPL_free(lk->t);
         MPL_free(lk->touched);
+        MPL_free(lk->unlocked);
         MPL_free(lk);
         return NULL;
     }
@@ -165,8 +177,9 @@ static int grantable(struct MPIDI_AMLAPI_lk *lk, int type)
     return !lk->excl && (type == MPI_LOCK_SHARED || lk->shared == 0);
 }
 
-/* origin (a rank of the window) now holds this rank's lock */
-static void grant(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int type)
+/* origin (a rank of the window) now holds this rank's lock; a request that a native RMA
+ * message carried is granted by that message's answer, sent when it is applied */
+static void grant(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int type, int carried)
 {
     if (type == MPI_LOCK_EXCLUSIVE)
         lk->excl = 1;
@@ -178,7 +191,8 @@ static void grant(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int ty
     } else {
         /* the GRANT goes first, so the origin holds the lock before its operations'
          * answers arrive */
-        send_msg(win, origin, LK_GRANT, type);
+        if (!carried)
+            send_msg(win, origin, LK_GRANT, type);
         MPIDI_AMLAPI_am_run_deferred(win, MPIDI_AMLAPI_peer(win->comm_ptr, origin));
     }
 }
@@ -194,11 +208,12 @@ int MPIDI_AMLAPI_lk_waiting(MPIR_Win * win, int peer)
     return 0;
 }
 
-static void request(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int type)
+static void request(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int type,
+                    int carried)
 {
     lk_waiter_t *q;
     if (!lk->head && grantable(lk, type)) {
-        grant(win, lk, origin, type);
+        grant(win, lk, origin, type, carried);
         return;
     }
     q = MPL_malloc(sizeof(*q), MPL_MEM_RMA);
@@ -207,6 +222,7 @@ static void request(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int 
     q->next = NULL;
     q->origin = origin;
     q->type = type;
+    q->carried = carried;
     if (lk->tail)
         lk->tail->next = q;
     else
@@ -230,7 +246,7 @@ static void release(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int 
         lk->head = q->next;
         if (!lk->head)
             lk->tail = NULL;
-        grant(win, lk, q->origin, q->type);
+        grant(win, lk, q->origin, q->type, q->carried);
         MPL_free(q);
     }
 }
@@ -246,7 +262,7 @@ static int lk_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_r
         MPIDI_AMLAPI_fatal("malformed window lock message from rank %d: %zu-byte header, %zu "
                            "data bytes", info->src, info->uhdr_len, info->msg_len);
     memcpy(&m, info->uhdr, sizeof(m));
-    if (m.kind < LK_REQ || m.kind > LK_DONE ||
+    if (m.kind < LK_REQ || m.kind > LK_SYNC ||
         (m.type != MPI_LOCK_SHARED && m.type != MPI_LOCK_EXCLUSIVE))
         MPIDI_AMLAPI_fatal("malformed window lock message from rank %d: kind %u, type %u",
                            info->src, m.kind, m.type);
@@ -263,10 +279,13 @@ static int lk_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_r
                            (unsigned long long) m.win_id);
     switch (m.kind) {
         case LK_REQ:
-            request(win, lk, origin, m.type);
+            request(win, lk, origin, m.type, 0);
             break;
         case LK_UNLOCK:
             release(win, lk, origin, m.type);
+            break;
+        case LK_SYNC:
+            /* every UNLOCK origin sent before is applied: they came first (per-peer order) */
             send_msg(win, origin, LK_DONE, m.type);
             break;
         case LK_GRANT:
@@ -279,7 +298,7 @@ static int lk_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_r
             break;
         case LK_DONE:
             if (lk->undone == 0)
-                MPIDI_AMLAPI_fatal("malformed window lock DONE from rank %d: no UNLOCK sent",
+                MPIDI_AMLAPI_fatal("malformed window lock DONE from rank %d: no SYNC sent",
                                    info->src);
             lk->undone--;
             MPIDI_AMLAPI_progress_made();
@@ -311,7 +330,7 @@ static int ask(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank, int type, i
     lk->t[rank].type = (uint8_t) type;
     pv_requests++;
     if (rank == win->comm_ptr->rank) {
-        request(win, lk, rank, type);
+        request(win, lk, rank, type, 0);
         wait = 1;
     } else {
         send_msg(win, rank, LK_REQ, type);
@@ -322,9 +341,48 @@ static int ask(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank, int type, i
 int MPIDI_AMLAPI_lk_wait_grant(MPIR_Win * win, int rank)
 {
     struct MPIDI_AMLAPI_lk *lk = MPIDI_AMLAPI_WIN(win)->lk;
-    if (rank < 0 || rank >= win->comm_ptr->local_size || lk->t[rank].state != T_ASKED)
+    if (rank < 0 || rank >= win->comm_ptr->local_size)
+        return MPI_SUCCESS;
+    if (lk->t[rank].state == T_PENDING)
+        return ask(win, lk, rank, lk->t[rank].type, 1);
+    if (lk->t[rank].state != T_ASKED)
         return MPI_SUCCESS;
     return wait_grant(lk, rank);
+}
+
+/* A native RMA message to rank is about to leave: the lock type whose request it carries,
+ * or 0 */
+int MPIDI_AMLAPI_lk_carry(MPIR_Win * win, int rank)
+{
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
+    struct MPIDI_AMLAPI_lk *lk = w ? w->lk : NULL;
+    if (!lk || lk->t[rank].state != T_PENDING)
+        return 0;
+    lk->t[rank].state = T_ASKED;
+    pv_requests++;
+    pv_carried++;
+    return lk->t[rank].type;
+}
+
+/* the answer of the message that carried the request to rank: the lock is held */
+void MPIDI_AMLAPI_lk_granted(struct MPIDI_AMLAPI_win *w, int rank)
+{
+    if (w->lk && w->lk->t[rank].state == T_ASKED) {
+        w->lk->t[rank].state = T_HELD;
+        MPIDI_AMLAPI_progress_made();
+    }
+}
+
+/* target: origin's request came with a native RMA message, which the caller then applies
+ * (or defers while origin waits for the lock) */
+void MPIDI_AMLAPI_lk_request_carried(MPIR_Win * win, int origin, int type)
+{
+    struct MPIDI_AMLAPI_lk *lk = native(win) ? lk_of(win) : NULL;
+    if (!lk)
+        MPIDI_AMLAPI_fatal("malformed RMA message from rank %d: a lock request for window "
+                           "%#llx, %s", origin, (unsigned long long) MPIDIG_WIN(win, win_id),
+                           native(win) ? "out of memory" : "whose locks are not amlapi's");
+    request(win, lk, origin, type, 1);
 }
 
 static int unlock_target(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank)
@@ -342,9 +400,10 @@ static int unlock_target(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int rank)
             release(win, lk, rank, t->type);
         } else {
             send_msg(win, rank, LK_UNLOCK, t->type);
-            lk->undone++;
+            lk->unlocked[rank] = 1;
         }
-    } else if (t->state == T_WANT) {
+    } else if (t->state == T_WANT || t->state == T_PENDING) {
+        /* nothing asked (an operation that failed before it left asks nothing) */
         pv_elided++;
     }
     t->state = T_IDLE;
@@ -359,7 +418,9 @@ int MPIDI_AMLAPI_lk_before_op(MPIR_Win * win, int rank)
         return MPI_SUCCESS;     /* the operation's own checks report a bad rank */
     if (lk->all)
         lk->touched[lk->ntouched++] = rank;
-    return ask(win, lk, rank, lk->t[rank].type, 0);
+    /* the operation's path asks: MPIDI_AMLAPI_lk_carry or MPIDI_AMLAPI_lk_wait_grant */
+    lk->t[rank].state = T_PENDING;
+    return MPI_SUCCESS;
 }
 
 int MPIDI_AMLAPI_lk_lock(int lock_type, int rank, int assert, MPIR_Win * win)
@@ -461,6 +522,12 @@ int MPIDI_AMLAPI_lk_win_free(MPIR_Win * win)
     struct MPIDI_AMLAPI_lk *lk = w ? w->lk : NULL;
     if (!lk)
         goto fn_exit;
+    for (int r = 0; r < win->comm_ptr->local_size; r++)
+        if (lk->unlocked[r]) {
+            lk->unlocked[r] = 0;
+            send_msg(win, r, LK_SYNC, MPI_LOCK_SHARED);
+            lk->undone++;
+        }
     MPIDI_AMLAPI_WAIT_UNTIL(lk->undone == 0);
   fn_exit:
     return mpi_errno;
@@ -481,6 +548,7 @@ void MPIDI_AMLAPI_lk_free(struct MPIDI_AMLAPI_win *w)
     }
     MPL_free(lk->t);
     MPL_free(lk->touched);
+    MPL_free(lk->unlocked);
     MPL_free(lk);
     w->lk = NULL;
 }
@@ -496,6 +564,9 @@ void MPIDI_AMLAPI_lk_pvars(void)
                               "passive-target locks of non-shared-memory windows this rank asked "
                               "for (each is one request and one grant; this rank's own lock "
                               "costs no message)");
+    MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_lock_carried", &pv_carried,
+                              "of those, requests that went in the epoch's first native RMA "
+                              "message, granted by its answer (no message of their own)");
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_lock_queued", &pv_queued,
                               "lock requests to this rank's windows that had to wait for another "
                               "holder");

@@ -107,6 +107,12 @@ int MPIDI_AMLAPI_lk_lock_all(int assert, MPIR_Win * win);
 int MPIDI_AMLAPI_lk_unlock_all(MPIR_Win * win);
 int MPIDI_AMLAPI_lk_before_op(MPIR_Win * win, int rank);
 int MPIDI_AMLAPI_lk_wait_grant(MPIR_Win * win, int rank);
+/* native RMA messages (amlapi_rma_am.c): the origin's lock request rides along with the
+ * first one of an epoch to a target (lk_carry: the lock type, or 0), whose answer grants it
+ * (lk_granted); the target takes the request before it applies the message */
+int MPIDI_AMLAPI_lk_carry(MPIR_Win * win, int rank);
+void MPIDI_AMLAPI_lk_granted(struct MPIDI_AMLAPI_win *w, int rank);
+void MPIDI_AMLAPI_lk_request_carried(MPIR_Win * win, int origin, int type);
 /* target side: the aml peer waits for this rank's lock of win (its operations wait too) */
 int MPIDI_AMLAPI_lk_waiting(MPIR_Win * win, int peer);
 /* amlapi_rma_am.c: applies peer's operations deferred until its lock of win was granted */

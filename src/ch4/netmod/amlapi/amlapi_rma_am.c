@@ -493,8 +493,10 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
     if (win == MPIDIU_MAP_NOT_FOUND)
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: no window %#llx here",
                            kind_name[h.kind], info->src, (unsigned long long) h.win_id);
-    if (h.lock > LOCK_EXCL_REQ || h.rank < 0 || h.rank >= win->comm_ptr->local_size ||
-        MPIDI_AMLAPI_peer(win->comm_ptr, h.rank) != info->src)
+    /* the origin's rank matters only to a lock request it carries */
+    if (h.lock > LOCK_EXCL_REQ || (h.lock != LOCK_NONE &&
+                                   (h.rank < 0 || h.rank >= win->comm_ptr->local_size ||
+                                    MPIDI_AMLAPI_peer(win->comm_ptr, h.rank) != info->src)))
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: lock request %u, it says it "
                            "is rank %d of window %#llx", kind_name[h.kind], info->src, h.lock,
                            (int) h.rank, (unsigned long long) h.win_id);

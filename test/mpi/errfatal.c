@@ -3,7 +3,9 @@
  * returned end the job instead, with MPICH's usual message naming the call and the error, not
  * an amlapi internal abort (issue 19). A peer's error stays fatal: an MPIDIG header shorter
  * than its handler reads (sent by aml directly, as a broken peer would) ends the job with
- * amlapi's message naming the peer and the handler.
+ * amlapi's message naming the peer and the handler, and so does a malformed native RMA
+ * message (issue 15): a window id no window has, a range outside the target's window, an
+ * answer no operation awaits.
  *
  * The testlist starts this program as one process that does not initialize MPI: it runs
  * `mpiexec -n 2 <itself> CASE` for each case (with the launcher's variables of its own
@@ -80,18 +82,23 @@ static void *lib_symbol(const char *name)
  * a broken or hostile peer would. MPIDIG_PUT_REQ is handler 7 of MPICH 4.0.2's MPIDIG enum;
  * its header (MPIDIG_put_msg_t) is 72 bytes, followed by flattened_sz bytes (an int at offset
  * 56). "short": 4 bytes of it; "flat": all 72, but saying 100 bytes follow. */
-static void send_bad_mpidig(const char *what)
+/* Sends x from this rank by aml directly, past the MPI layer. */
+static void send_raw(aml_xfer_t * x)
 {
     int (*xfer) (aml_t *, const aml_xfer_t *) = (int (*)(aml_t *, const aml_xfer_t *))
         lib_symbol("aml_xfer");
     aml_t **aml = lib_symbol("MPIDI_AMLAPI_global");     /* its first member */
-    uint64_t hdr[16];
-    aml_xfer_t x;
-    if (!xfer || !aml) {
+    if (!xfer || !aml)
         fprintf(stderr, "errfatal child: aml_xfer or MPIDI_AMLAPI_global not found in %s\n",
                 lib_path);
-        return;
-    }
+    else if (xfer(*aml, x) != 0)
+        fprintf(stderr, "errfatal child: aml_xfer failed\n");
+}
+
+static void send_bad_mpidig(const char *what)
+{
+    uint64_t hdr[16];
+    aml_xfer_t x;
     memset(hdr, 0, sizeof(hdr));
     uint16_t id = 7;            /* MPIDI_AMLAPI_am_hdr_t: handler id, vcis, reserved */
     int flat = 100;
@@ -106,8 +113,47 @@ static void send_bad_mpidig(const char *what)
         memcpy((char *) hdr + 8 + 56, &flat, sizeof(flat));
         x.uhdr_len = 8 + 72;
     }
-    if (xfer(*aml, &x) != 0)
-        fprintf(stderr, "errfatal child: aml_xfer failed\n");
+    send_raw(&x);
+}
+
+/* Rank 1 sends rank 0 a native RMA message (amlapi_rma_am.c's MPIDI_AMLAPI_H_RMA, handler 4)
+ * that a broken peer could send. Its wire layout, rma_hdr_t (56 bytes): kind, datatype mode,
+ * slot, lock request (1 byte each), datatype, op, flattened length (4 bytes each), window id,
+ * byte offset, element count, operation id (8 bytes each), origin rank, pad (4 bytes each).
+ * "rmawin": a PUT to a window id no window has; "rmarange": a PUT of 8 ints at 1 MiB into
+ * the 64-byte window both ranks created (MPICH 4.0.2 numbers a communicator's windows
+ * 1 + (context id | instance << 32): MPI_COMM_WORLD's first is 1); "rmaanswer": an answer
+ * (kind ACK, 16 bytes: kind, pad, operation id) that no operation of rank 0 awaits. */
+static void send_bad_rma(const char *what)
+{
+    unsigned char hdr[56];
+    int data[8] = { 0 };
+    uint64_t win_id = !strcmp(what, "rmawin") ? 0x7eadbeef00000001ULL : 1, off = 1 << 20;
+    uint64_t count = 8, op_id = 12345;
+    int32_t dt = (int32_t) MPI_INT, op = 0;
+    aml_xfer_t x;
+    memset(hdr, 0, sizeof(hdr));
+    memset(&x, 0, sizeof(x));
+    x.peer = 0;
+    x.handler = 4;
+    x.uhdr = hdr;
+    if (!strcmp(what, "rmaanswer")) {
+        hdr[0] = 6;             /* RMA_ACK */
+        memcpy(hdr + 8, &op_id, 8);
+        x.uhdr_len = 16;
+    } else {
+        hdr[0] = 1;             /* RMA_PUT, contiguous target, no lock request */
+        memcpy(hdr + 4, &dt, 4);
+        memcpy(hdr + 8, &op, 4);
+        memcpy(hdr + 16, &win_id, 8);
+        memcpy(hdr + 24, &off, 8);
+        memcpy(hdr + 32, &count, 8);
+        memcpy(hdr + 40, &op_id, 8);
+        x.uhdr_len = sizeof(hdr);
+        x.data = data;
+        x.len = sizeof(data);
+    }
+    send_raw(&x);
 }
 
 /* ---- the inner job --------------------------------------------------------------------- */
@@ -130,7 +176,16 @@ static int child(const char *what)
             close(fd);
         }
     }
-    if (!strcmp(what, "short") || !strcmp(what, "flat")) {
+    if (!strncmp(what, "rma", 3)) {
+        /* the target's window memory stays zero: a malformed message must not write */
+        static int mem[16];
+        MPI_Win win;
+        MPI_Win_create(mem, sizeof(mem), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        if (rank == 1)
+            send_bad_rma(what);
+        MPI_Recv(buf, 1, MPI_INT, MPI_ANY_SOURCE, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        printf("errfatal child: %s: rank %d was not stopped\n", what, rank);
+    } else if (!strcmp(what, "short") || !strcmp(what, "flat")) {
         if (rank == 1)
             send_bad_mpidig(what);
         /* rank 0 ends the job when the packet arrives; nobody leaves this */
@@ -229,6 +284,15 @@ int main(int argc, char **argv)
     static const char *const want_flat[] = { "malformed MPIDIG message from rank 1",
         "72-byte MPIDIG_PUT_REQ header, its handler reads 172", NULL
     };
+    static const char *const want_rmawin[] = { "malformed RMA PUT message from rank 1",
+        "no window 0x7eadbeef00000001 here", NULL
+    };
+    static const char *const want_rmarange[] = { "malformed RMA PUT message from rank 1",
+        "8 elements of 4 bytes at offset 0x100000, outside the window", NULL
+    };
+    static const char *const want_rmaanswer[] = { "malformed RMA answer from rank 1",
+        "ACK for operation 12345 (none awaits it)", NULL
+    };
     char exe[4096];
     ssize_t len;
 
@@ -270,6 +334,9 @@ int main(int argc, char **argv)
     run(exe, "wait", want_wait, 1);
     run(exe, "short", want_short, 0);
     run(exe, "flat", want_flat, 0);
+    run(exe, "rmawin", want_rmawin, 0);
+    run(exe, "rmarange", want_rmarange, 0);
+    run(exe, "rmaanswer", want_rmaanswer, 0);
     rmdir(dir);
     printf("errfatal: %d errors\n", errs);
     return errs != 0;

@@ -537,6 +537,15 @@ static int t_direct(rank_ctx_t * c)
         return 0;
     }
     CHECK_OK(rc);
+    /* single copy is the kernel's, RMA over UCX's tcp the peer's progress; UCX picks shared
+     * memory and cma between processes of one node unless told tcp only */
+    {
+        const char *tls = getenv("UCX_TLS");
+        int want = getenv("AML_TEST_VNODE") == NULL && tls && !strcmp(tls, "tcp");
+        CHECK(aml_xkey_soft(c->aml, k) == want, "aml_xkey_soft says %d, want %d (UCX_TLS %s)",
+              aml_xkey_soft(c->aml, k), want, tls ? tls : "unset");
+        CHECK(aml_xkey_soft(c->aml, k) == want, "asked again, aml_xkey_soft changed its answer");
+    }
 
     /* we write into our left neighbour's memory and read it back; our right neighbour
      * writes ours */

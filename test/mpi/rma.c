@@ -9,7 +9,9 @@
  * every eager limit: direct where the target is reachable), a put outside the target's window
  * returns MPI_ERR_RMA_RANGE, and the counters say which path the operations took: with
  * MPIR_CVAR_AMLAPI_RMA_DIRECT (default on) contiguous puts and gets to other ranks are
- * direct (amlapi_rma_direct_puts/gets grow), with it 0 none is -- except when every rank
+ * direct (amlapi_rma_direct_puts/gets grow; to a peer whose UCX RMA is software, tcp,
+ * they go as messages above MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX and
+ * amlapi_rma_soft_messages grows), with it 0 none is -- except when every rank
  * shares one node and MPIR_CVAR_AMLAPI_RMA_SHM and _RMA_SHM_COPY are on: then every window
  * but the dynamic one is a shared-memory window (MPI_Win_create memory by single copy,
  * amlapi_rma_shm_single_copy_ops grows) and none is direct. Native RMA messages' target
@@ -232,7 +234,7 @@ int main(int argc, char **argv)
     unsigned long long vpeers, single_copy;
     MPI_Comm node;
     MPI_Datatype vec;
-    unsigned long long puts0, gets0, puts, gets, cp0, cp;
+    unsigned long long puts0, gets0, puts, gets, soft0, soft, cp0, cp;
     int node_size, shm_all;
 
     MPI_Init(&argc, &argv);
@@ -242,6 +244,7 @@ int main(int argc, char **argv)
     direct = cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT");
     puts0 = pvar_read("amlapi_rma_direct_puts");
     gets0 = pvar_read("amlapi_rma_direct_gets");
+    soft0 = pvar_read("amlapi_rma_soft_messages");
     /* direct access reaches peers through UCX always, vnode peers only with single copy */
     vpeers = pvar_read("amlapi_vnode_peers");
     single_copy = pvar_read("amlapi_vnode_single_copy");
@@ -392,8 +395,14 @@ int main(int argc, char **argv)
 
     puts = pvar_read("amlapi_rma_direct_puts") - puts0;
     gets = pvar_read("amlapi_rma_direct_gets") - gets0;
-    if (any_direct && (puts == 0 || gets == 0))
-        ERR("direct access reaches a peer, yet %llu puts and %llu gets were direct", puts, gets);
+    /* the 256 KiB ones to a peer whose UCX RMA is software (tcp: between test hosts) go as
+     * messages above MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX */
+    soft = pvar_read("amlapi_rma_soft_messages") - soft0;
+    if (any_direct && ((puts == 0 && soft == 0) || (gets == 0 && soft == 0)))
+        ERR("direct access reaches a peer, yet %llu puts and %llu gets were direct (and %llu "
+            "sent as messages to a peer whose RMA is software)", puts, gets, soft);
+    if (soft && (!any_direct || cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX") < 0))
+        ERR("%llu puts/gets counted as sent around software RMA, want none here", soft);
     if (!any_direct && (puts || gets))
         ERR("no peer is reachable directly, yet %llu puts and %llu gets were direct", puts,
             gets);

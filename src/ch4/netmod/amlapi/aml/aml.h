@@ -350,6 +350,11 @@ void aml_xkey_close(aml_t * aml, aml_xkey_t * k);
  * RMA starts to beat its packets (on the node a process_vm_writev costs more than a FIFO
  * packet below VNODE_SINGLE_COPY_THRESHOLD: 8-byte MPI_Put under a lock 5.4 against 1.8 us). */
 size_t aml_xkey_threshold(aml_t * aml, const aml_xkey_t * k);
+/* 1 when direct transfers through k are done in software by the peer's progress (UCX over
+ * TCP: the peer must make progress as for a message, and a large transfer moves slower than
+ * the transport's message rendezvous), 0 when the hardware or the kernel moves them (RDMA,
+ * single copy). */
+int aml_xkey_soft(aml_t * aml, const aml_xkey_t * k);
 /* Completion (the data in place at the target, or arrived at dst) increments cmpl_cntr and
  * runs fn(aml, arg), either before return or later from progress; src and dst belong to
  * aml until then. */

@@ -176,6 +176,18 @@ size_t aml_xkey_threshold(aml_t * aml, const aml_xkey_t * k)
     return aml && k ? aml->peers[k->peer].eager_limit : 0;
 }
 
+int aml_xkey_soft(aml_t * aml, const aml_xkey_t * k)
+{
+    aml_peer_t *p;
+    if (!aml || !k)
+        return 0;
+    /* asked once per peer: the transport may have to print its whole configuration */
+    p = &aml->peers[k->peer];
+    if (!p->rma_soft)
+        p->rma_soft = 1 + (k->tport->rma_soft && p->ep ? k->tport->rma_soft(p->ep) != 0 : 0);
+    return p->rma_soft - 1;
+}
+
 void aml_xkey_close(aml_t * aml, aml_xkey_t * k)
 {
     if (!aml || !k)

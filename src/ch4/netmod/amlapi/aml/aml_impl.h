@@ -172,6 +172,7 @@ typedef struct aml_peer {
     size_t eager_limit;         /* messages above it go by rendezvous (transport's choice) */
     size_t pkt_size;            /* its eager and adaptive packets: the transport's packet size */
     aml_tport_ep_t ep;          /* its first endpoint (lane 0: every sequenced packet) */
+    uint8_t rma_soft;           /* aml_xkey_soft's answer + 1; 0: not asked yet */
     uint32_t tx_seq;            /* next sequence number to send */
     uint32_t rx_seq;            /* next sequence number expected */
     aml_ooo_t *ooo;             /* sorted by seq */

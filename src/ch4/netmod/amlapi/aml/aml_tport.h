@@ -145,6 +145,9 @@ typedef struct aml_tport {
      * (a rendezvous put, a direct put). */
     int (*put) (aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport_rkey_t rkey,
                 aml_tport_op_t * op);
+    /* NULL, or: 1 when get and put on ep are carried out in software by the peer's progress
+     * (no RDMA under them), else 0. */
+    int (*rma_soft) (aml_tport_ep_t ep);
 
     /* -- progress -- */
     /* One pass: delivers arrivals (rx) and completions (op->done); returns the events. */

@@ -5,6 +5,7 @@
  */
 #include "aml_impl.h"
 #include <ucp/api/ucp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -526,6 +527,45 @@ static int ucx_event_fd(aml_t * aml, int *fd)
     return AML_OK;
 }
 
+/* Whether UCX carries get and put on ep in software the peer's progress runs: no lane for
+ * RMA at all (UCX then emulates it over active messages: between the test hosts, whose only
+ * transport is tcp), or only tcp lanes. UCX 1.13 has no query for an endpoint's transports
+ * but ucp_ep_print_info's lane lines, "lane[i]:  n:tcp/eth0.0 md[..] -> ... rma_bw#0 ...":
+ * an RMA lane of another transport (rc, dc, cma, ...), or nothing to read, answers 0. Asked
+ * at a window's first large transfer, after its creation talked to the peer, so the lanes
+ * are the endpoint's own, not a connection's first ones. */
+static int ucx_rma_soft(aml_tport_ep_t ep)
+{
+    char *text = NULL, *line, *save = NULL;
+    size_t len = 0;
+    int lanes = 0, rma = 0, soft = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return 0;
+    ucp_ep_print_info((ucp_ep_h) ep, f);
+    if (fclose(f) != 0 || !text) {
+        free(text);
+        return 0;
+    }
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *colon, *slash;
+        if (!strstr(line, "lane["))
+            continue;
+        lanes++;
+        if (!strstr(line, " rma_bw#") && !strstr(line, " rma#"))
+            continue;
+        rma++;
+        /* the transport name sits between the lane's "N:" and the first '/' */
+        colon = strstr(line, "]:");
+        colon = colon ? strchr(colon + 2, ':') : NULL;
+        slash = colon ? strchr(colon, '/') : NULL;
+        if (slash && slash - colon == 4 && !strncmp(colon + 1, "tcp", 3))
+            soft++;
+    }
+    free(text);
+    return lanes > 0 && soft == rma;
+}
+
 const aml_tport_t aml_ucx_tport = {
     .name = "UCX",
     .caps = AML_TPORT_CAP_RNDV | AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT,
@@ -547,6 +587,7 @@ const aml_tport_t aml_ucx_tport = {
     .rkey_destroy = ucx_rkey_destroy,
     .get = ucx_get,
     .put = ucx_put,
+    .rma_soft = ucx_rma_soft,
     .progress = aml_ucx_progress,
     .arm = ucx_arm,
     .event_fd = ucx_event_fd,

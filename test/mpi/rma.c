@@ -403,6 +403,16 @@ int main(int argc, char **argv)
             "sent as messages to a peer whose RMA is software)", puts, gets, soft);
     if (soft && (!any_direct || cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX") < 0))
         ERR("%llu puts/gets counted as sent around software RMA, want none here", soft);
+    /* every peer through UCX's tcp alone (the testlist's UCX_TLS=tcp line): its RMA is
+     * software, so no put or get above the limit (the 256 KiB ones) is direct */
+    {
+        const char *tls = getenv("UCX_TLS");
+        int lim = cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX");
+        if (tls && !strcmp(tls, "tcp") && vpeers == 0 && any_direct && lim >= 0 &&
+            lim < 256 * 1024 && (soft == 0 || puts || gets))
+            ERR("every peer through UCX's tcp: %llu puts and %llu gets direct, %llu sent as "
+                "messages; want none direct and some sent", puts, gets, soft);
+    }
     if (!any_direct && (puts || gets))
         ERR("no peer is reachable directly, yet %llu puts and %llu gets were direct", puts,
             gets);

@@ -235,7 +235,8 @@ int main(int argc, char **argv)
     MPI_Comm node;
     MPI_Datatype vec;
     unsigned long long puts0, gets0, puts, gets, soft0, soft, cp0, cp;
-    int node_size, shm_all;
+    int node_size, shm_all, soft_max;
+    const char *tls;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -398,21 +399,19 @@ int main(int argc, char **argv)
     /* the 256 KiB ones to a peer whose UCX RMA is software (tcp: between test hosts) go as
      * messages above MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX */
     soft = pvar_read("amlapi_rma_soft_messages") - soft0;
-    if (any_direct && ((puts == 0 && soft == 0) || (gets == 0 && soft == 0)))
+    soft_max = cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX");
+    tls = getenv("UCX_TLS");
+    if (any_direct && soft == 0 && (puts == 0 || gets == 0))
         ERR("direct access reaches a peer, yet %llu puts and %llu gets were direct (and %llu "
             "sent as messages to a peer whose RMA is software)", puts, gets, soft);
-    if (soft && (!any_direct || cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX") < 0))
+    if (soft && (!any_direct || soft_max < 0))
         ERR("%llu puts/gets counted as sent around software RMA, want none here", soft);
     /* every peer through UCX's tcp alone (the testlist's UCX_TLS=tcp line): its RMA is
      * software, so no put or get above the limit (the 256 KiB ones) is direct */
-    {
-        const char *tls = getenv("UCX_TLS");
-        int lim = cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX");
-        if (tls && !strcmp(tls, "tcp") && vpeers == 0 && any_direct && lim >= 0 &&
-            lim < 256 * 1024 && (soft == 0 || puts || gets))
-            ERR("every peer through UCX's tcp: %llu puts and %llu gets direct, %llu sent as "
-                "messages; want none direct and some sent", puts, gets, soft);
-    }
+    if (tls && !strcmp(tls, "tcp") && vpeers == 0 && any_direct && soft_max >= 0 &&
+        soft_max < 256 * 1024 && (soft == 0 || puts || gets))
+        ERR("every peer through UCX's tcp: %llu puts and %llu gets direct, %llu sent as "
+            "messages; want none direct and some sent", puts, gets, soft);
     if (!any_direct && (puts || gets))
         ERR("no peer is reachable directly, yet %llu puts and %llu gets were direct", puts,
             gets);

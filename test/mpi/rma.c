@@ -6,7 +6,8 @@
  * communicator, MPI_Win_create_dynamic), with a contiguous target, a strided target
  * (MPIDIG's path) and a strided origin into a contiguous target (packed, then direct). Every
  * element is checked, the untouched ones too. Then 256 KiB puts and gets to every rank (above
- * every eager limit: direct where the target is reachable), a put outside the target's window
+ * every eager limit: direct where the target is reachable; on the node each shares its copy
+ * with the target's progress, amlapi_vnode_shared_copies), a put outside the target's window
  * returns MPI_ERR_RMA_RANGE, and the counters say which path the operations took: with
  * MPIR_CVAR_AMLAPI_RMA_DIRECT (default on) contiguous puts and gets to other ranks are
  * direct (amlapi_rma_direct_puts/gets grow; to a peer whose UCX RMA is software, tcp,
@@ -288,6 +289,7 @@ int main(int argc, char **argv)
         w.me = rank;
         w.bases = NULL;
         w.mem = calloc(1, bytes);
+        unsigned long long shc = pvar_read("amlapi_vnode_shared_copies"), shc_all;
         MPI_Win_create(w.mem, bytes, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &w.win);
         MPI_Win_lock_all(0, w.win);
         for (int t = 0; t < size; t++) {
@@ -305,6 +307,17 @@ int main(int argc, char **argv)
                 }
         }
         MPI_Win_unlock_all(w.win);
+        /* a window's memory serves one shared copy after another (vnode_share.c), not just
+         * its first: with 2 ranks every direct op to the node's other rank shares (4), with
+         * more most do; one per window would be at most `size` */
+        shc = pvar_read("amlapi_vnode_shared_copies") - shc;
+        MPI_Allreduce(&shc, &shc_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        if (any_direct && !shm_all && single_copy && vpeers > 0 &&
+            cvar_int("MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY") > 0 &&
+            cvar_int("MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY") <= big * (int) sizeof(int) &&
+            shc_all <= (unsigned long long) size)
+            ERR("256 KiB puts and gets on the node: %llu shared copies in all, want more than "
+                "one per window (%d)", shc_all, size);
         MPI_Barrier(MPI_COMM_WORLD);
         for (int o = 0; o < size; o++)
             for (int i = 0; i < big; i++)

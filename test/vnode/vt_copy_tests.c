@@ -182,12 +182,18 @@ int t_single_copy_refused(void)
 }
 
 /* -- shared_copy: rank 1 exports ranges; rank 0 copies them with vnode_copy_shared while rank
- * 1 helps from the other end (vnode_help), reading and writing, whole and partial; a second
- * copy of one key is plain; stale and mismatched keys are malformed. -- */
+ * 1 helps from the other end (vnode_help), reading and writing, whole and partial; a key
+ * serves a second copy once the first is over (an RMA window is copied into many times,
+ * each with the same help, checked byte for byte with a new pattern and range each time);
+ * stale and mismatched keys are malformed. -- */
 #define SH_N 200
+#define SH_REPEAT 300
 typedef struct {
     uint64_t src, dst;          /* rank 1's: pattern to read, buffer rank 0 writes */
     uint64_t key_r[SH_N], key_w[SH_N];
+    size_t last_off, last_len;  /* rank 0's last repeated write into dst */
+    int last_j;
+    volatile unsigned delay_us; /* rank 0 sets rank 1's vnode_test_help_delay_us */
     volatile int stop;          /* rank 0 finished: rank 1 stops helping */
     volatile uint64_t helped;
 } sh_info_t;
@@ -218,16 +224,18 @@ static int sh_body(vt_ctx_t * c)
         }
         CHECK_OK(v, vnode_export(v, dst, MIB, &info->key_w[0]));
         vt_barrier(c);
-        while (!info->stop)
+        while (!info->stop) {
+            vnode_test_help_delay_us = info->delay_us;
             CHECK(vnode_help(v) >= 0, "help: %s", vnode_error(v));
+        }
         vnode_stats_t s;
         vnode_get_stats(v, &s);
         info->helped = s.helped_bytes;
         vt_barrier(c);
-        /* writes: rank 0 wrote its pattern into dst[100, 100 + MIB - 200) */
+        /* writes: rank 0's last repeated write is in dst[last_off, last_off + last_len) */
         vnode_unexport(v, info->key_w[0]);
-        for (size_t i = 0; i < MIB; i++) {
-            unsigned char want = i >= 100 && i < MIB - 100 ? pat(i, 5) : 0;
+        for (size_t i = info->last_off; i < info->last_off + info->last_len; i++) {
+            unsigned char want = pat(i - info->last_off + (size_t) info->last_j, 6);
             CHECK(dst[i] == want, "written byte %zu is %#x, not %#x", i, dst[i], want);
         }
         for (int i = 0; i < SH_N; i++)
@@ -238,7 +246,7 @@ static int sh_body(vt_ctx_t * c)
     vt_barrier(c);
     unsigned char *dst = malloc(MIB), *src = malloc(MIB);
     vnode_share_t s;
-    int copies = 0;
+    int copies = 0, rc;
     for (int i = SH_N - 32; i < SH_N; i++) {
         uint64_t key = info->key_r[i];
         if (!key)
@@ -255,12 +263,14 @@ static int sh_body(vt_ctx_t * c)
         copies++;
     }
     CHECK(copies == 32, "%d copies", copies);
-    /* a second copy of a key is a plain one */
+    /* a second copy of a key shares again */
     memset(dst, 0, MIB);
-    CHECK_OK(v, vnode_copy_shared(v, 1, info->key_r[SH_N - 1], 0, dst, info->src, MIB, &s));
-    CHECK(dst[MIB - 1] == pat(MIB - 1, 4), "second copy");
+    rc = vnode_copy_shared(v, 1, info->key_r[SH_N - 1], 0, dst, info->src, MIB, &s);
+    while (rc == VNODE_AGAIN)
+        rc = vnode_share_test(v, &s);
+    CHECK(rc == VNODE_OK && dst[MIB - 1] == pat(MIB - 1, 4), "second copy -> %d", rc);
     /* a range the key does not describe, a stale key */
-    int rc = vnode_copy_shared(v, 1, info->key_r[SH_N - 2], 0, dst, info->src + 8, MIB, &s);
+    rc = vnode_copy_shared(v, 1, info->key_r[SH_N - 2], 0, dst, info->src + 8, MIB, &s);
     CHECK(rc == VNODE_ERR_MALFORMED && vnode_error_peer(v) == 1 &&
           strstr(vnode_error(v), "does not describe"), "out of range -> %d: %s", rc,
           vnode_error(v));
@@ -276,15 +286,42 @@ static int sh_body(vt_ctx_t * c)
     while (rc == VNODE_AGAIN)
         rc = vnode_share_test(v, &s);
     CHECK(rc == VNODE_OK, "write -> %d: %s", rc, vnode_error(v));
+    /* the same key again and again, as puts into a window: every copy shares, and a helper
+     * still on one copy's chunks never writes them into the next (each copy has its own
+     * pattern and range; rank 1 checks the last, rank 0 reads each one back) */
+    for (int j = 0; j < SH_REPEAT; j++) {
+        /* in the last 40 rank 1 dawdles between reading a copy and taking its chunk:
+         * copies end and begin meanwhile */
+        info->delay_us = j >= SH_REPEAT - 40 ? 2000 + (unsigned) (j % 5) * 500 : 0;
+        size_t off = 100 + (size_t) (j * 4099) % 65536, len =
+            MIB - 100 - 65536 - (size_t) (j * 7919) % 262144;
+        for (size_t i = 0; i < len; i++)
+            src[i] = pat(i + (size_t) j, 6);
+        rc = vnode_copy_shared(v, 1, info->key_w[0], 1, src, info->dst + off, len, &s);
+        while (rc == VNODE_AGAIN)
+            rc = vnode_share_test(v, &s);
+        CHECK(rc == VNODE_OK, "repeated write %d -> %d: %s", j, rc, vnode_error(v));
+        memset(dst, 0, len);
+        CHECK_OK(v, vnode_read(v, 1, dst, info->dst + off, len));
+        size_t bad = 0;
+        while (bad < len && dst[bad] == pat(bad + (size_t) j, 6))
+            bad++;
+        CHECK(bad == len, "repeated write %d: byte %zu of %zu is %#x, not %#x", j, bad, len,
+              bad < len ? dst[bad] : 0, bad < len ? pat(bad + (size_t) j, 6) : 0);
+        info->last_off = off;
+        info->last_len = len;
+        info->last_j = j;
+    }
     vnode_stats_t st;
     vnode_get_stats(v, &st);
-    CHECK(st.shared_copies == 33, "shared_copies %llu", (unsigned long long) st.shared_copies);
+    CHECK(st.shared_copies == 34 + SH_REPEAT, "shared_copies %llu",
+          (unsigned long long) st.shared_copies);
     info->stop = 1;
     vt_barrier(c);
     /* helping happened: rank 1 spun in vnode_help through 32 copies of 1 MiB */
     CHECK(info->helped > 0, "the exporter copied nothing");
     fprintf(stderr, "  exporter copied %.0f%% of the bytes\n",
-            100.0 * info->helped / (33.0 * MIB));
+            100.0 * info->helped / ((34.0 + SH_REPEAT) * MIB));
     vt_barrier(c);
     free(dst);
     free(src);

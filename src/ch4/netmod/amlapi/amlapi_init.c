@@ -354,7 +354,10 @@ cvars:
         On-node single copies of at least this many bytes are shared: while the receiver
         reads the sender's buffer from the front, the sender's progress writes chunks of the
         same message into the receiver's buffer, so two cores move it (measured: 1 MiB in
-        about half the time). Neither waits for the other. 0: the receiver copies alone.
+        about half the time). Direct puts and gets into an MPI_Win_create window of a rank
+        of this node share the same way with the target's progress, every operation in turn
+        (1 MiB under a lock: 24 against 13 GB/s). Neither waits for the other. 0: the
+        receiver (the origin) copies alone.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

@@ -126,19 +126,22 @@ int vnode_readv(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint
                 size_t len);
 
 /* -- shared single copy: two cores on one large message --
- * A rank exports a range it sends from (or lands into); the key goes to the one peer that
- * copies it (in a rendezvous scout or RTR). That peer's vnode_copy_shared splits the copy in
- * chunks and takes them one by one; the exporter, from its own progress (vnode_help), takes
- * chunks of the same copy from the other end, so both ranks' cores copy at once. Neither
- * waits for the other: a claimer whose exporter makes no call copies every chunk itself. The
- * exporter keeps the range unchanged until vnode_unexport, after the claimer said (by a
- * packet) that its copy is complete. */
+ * A rank exports a range it sends from (or lands into); the key goes to the peer that copies
+ * it (in a rendezvous scout or RTR), or to every peer (an RMA window). A peer's
+ * vnode_copy_shared splits the copy in chunks and takes them one by one; the exporter, from
+ * its own progress (vnode_help), takes chunks of the same copy from the other end, so both
+ * ranks' cores copy at once. One copy of a range at a time shares; a copy that finds another
+ * under way is plain, and once a copy is over the range serves the next. Neither waits for
+ * the other: a claimer whose exporter makes no call copies every chunk itself. The exporter
+ * keeps the range unchanged until vnode_unexport, after the claimers said (by a packet, or
+ * by the window's end) that their copies are complete. */
 /* *key = a key for the range (0 when every slot is taken: copies are then plain). */
 int vnode_export(vnode_t * v, void *addr, size_t len, uint64_t * key);
 void vnode_unexport(vnode_t * v, uint64_t key);
 typedef struct vnode_share {
     void *slot;                 /* the exporter's slot while its chunks are in flight */
     uint64_t len;
+    uint64_t busy;              /* the slot's state while this copy owns it */
 } vnode_share_t;
 /* Copies len bytes between local and peer's raddr (write: to it, else from it), within the
  * range peer exported as key (0: a plain copy). VNODE_OK when done, VNODE_AGAIN when the
@@ -183,6 +186,9 @@ void vnode_get_stats(const vnode_t * v, vnode_stats_t * s);
 void *vnode_test_cell(vnode_t * v, int dst, uint64_t * seq, uint64_t * ncells);
 /* Tests only: how many peers this rank polls directly now. */
 int vnode_test_ndirect(const vnode_t * v);
+/* Tests only: vnode_help sleeps this long between reading a copy's fields and taking its
+ * chunk, so that a test makes the copy end and another begin in between. */
+extern unsigned vnode_test_help_delay_us;
 #endif
 
 #endif /* VNODE_H_INCLUDED */

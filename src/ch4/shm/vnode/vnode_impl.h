@@ -34,6 +34,11 @@
 #define VNODE_IDLE_DEMOTE  4096 /* empty polls before a direct peer gives up its slot */
 #define VNODE_JOB_MAX      96
 
+#if defined(__x86_64__) || defined(__i386__)
+#define VNODE_PAUSE() __builtin_ia32_pause()
+#else
+#define VNODE_PAUSE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+#endif
 #define VNODE_LOAD(p, mo)      __atomic_load_n((p), __ATOMIC_##mo)
 #define VNODE_STORE(p, x, mo)  __atomic_store_n((p), (x), __ATOMIC_##mo)
 #define VNODE_FENCE()          __atomic_thread_fence(__ATOMIC_SEQ_CST)

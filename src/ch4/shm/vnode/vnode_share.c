@@ -6,22 +6,35 @@
  * exporter together in 36-50 us and 149-156 us; 64 KiB 5.5 -> 4.1 us.
  *
  * A slot of the exporter's block in the segment describes the range (vnode_xslot_t). The
- * claimer moves its phase OPEN -> CLAIMED with a CAS (only one peer ever copies a range; a
- * second finds it taken and copies plainly), writes its side of the copy, then BUSY with a
- * release store. From then on both take chunks by fetch_add on `next` and add what they
- * copied to `done`; the copy is complete when done == rlen. The exporter looks at its used
- * slots in vnode_help and leaves a slot alone once no chunk is left; it frees the slot in
- * vnode_unexport, after the claimer told it (by a packet of the embedder) that it finished,
- * so the claimer never touches a slot it no longer owns. The generation in the key and the
- * state word makes a stale key fail instead of copying into a reused range.
+ * claimer moves its phase OPEN -> CLAIMED with a CAS (one copy of a range at a time; a
+ * second claimer finds it taken and copies plainly), writes its side of the copy and a new
+ * job number into `next`, then BUSY with a release store. From then on both take chunks
+ * from `next` and add what they copied to `done`; the copy is complete when done == rlen,
+ * and the claimer then moves BUSY back to OPEN, so the range serves the next copy too (an
+ * RMA window is exported once and copied into by every large put). The exporter looks at
+ * its used slots in vnode_help and leaves a slot alone once no chunk is left; it frees the
+ * slot in vnode_unexport, after the claimer told it (by a packet of the embedder) that it
+ * finished, so the claimer never touches a slot it no longer owns. The generation in the
+ * key and the state word makes a stale key fail instead of copying into a reused range.
  *
- * Neither side waits for the other: a claimer whose exporter is busy elsewhere copies every
- * chunk itself, and waits only for a chunk the exporter has taken and is copying now.
+ * `next` is job << 32 | chunk. The claimer owns the job's fields, so it takes chunks by
+ * fetch_add; the exporter reads the fields after `next` and takes a chunk by CAS on the
+ * `next` it read: if the copy ended and another began meanwhile (new fields, a new job
+ * number), the CAS fails and it reads again, so it never copies one job's chunk with
+ * another's addresses. While a job still has a chunk to take it cannot be complete, so its
+ * fields stay as they were until the CAS.
+ *
+ * Neither side waits for the other for long: a claimer whose exporter is busy elsewhere
+ * copies every chunk itself, and waits only for a chunk the exporter has taken and is
+ * copying now (briefly here; after that its embedder completes it later).
  */
 #include "vnode_impl.h"
 #include <string.h>
+#include <time.h>
 
 #define CHUNK_MIN 32768         /* 64 KiB in two halves: 4.1 us, in 16 KiB chunks 4.1-4.9 us */
+#define WAIT_DONE_NS 100000   /* at most this long for the exporter's last chunk (a 256 KiB
+                                 * chunk takes ~20 us): then the embedder completes it later */
 #define KEY(slot, gen) ((uint64_t) (gen) << 8 | (slot) | 0x80)  /* never 0 */
 
 static inline uint64_t state_of(uint32_t gen, int phase)
@@ -57,30 +70,62 @@ void vnode_unexport(vnode_t * v, uint64_t key)
     v->xused &= ~(1ULL << i);
 }
 
-/* Takes chunks of x until none is left: the claimer's and the exporter's loop. peer is the
- * other end; mine is this rank's address of the copy, theirs the peer's. Adds the bytes it
- * copied to *bytes (if given); returns the chunks copied or an error. */
-static int take_chunks(vnode_t * v, vnode_xslot_t * x, int peer, bool write, uint64_t mine,
-                       uint64_t theirs, uint64_t rlen, uint64_t chunk, uint64_t * bytes)
+#ifdef VNODE_TEST_HOOKS
+#include <unistd.h>
+unsigned vnode_test_help_delay_us;
+#endif
+
+#define JOB(n) ((n) >> 32)
+#define CHUNK_OF(n) ((n) & 0xffffffffULL)
+
+/* One chunk of job `next`'s copy; adds its bytes to *bytes (if given). */
+static int copy_chunk(vnode_t * v, vnode_xslot_t * x, int peer, bool write, uint64_t mine,
+                      uint64_t theirs, uint64_t rlen, uint64_t chunk, uint64_t k,
+                      uint64_t * bytes)
+{
+    uint64_t off = k * chunk, len = rlen - off < chunk ? rlen - off : chunk;
+    struct iovec l = { (void *) (uintptr_t) (mine + off), len };
+    int rc = vnode_cma_xfer(v, peer, &l, 1, theirs + off, len, write);
+    if (rc != VNODE_OK) {
+        v->err_peer = peer;
+        return rc;
+    }
+    __atomic_fetch_add(&x->done, len, __ATOMIC_ACQ_REL);
+    if (bytes)
+        *bytes += len;
+    return VNODE_OK;
+}
+
+/* The claimer's loop: takes chunks of its own job until none is left. */
+static int claimer_chunks(vnode_t * v, vnode_xslot_t * x, int peer, bool write, uint64_t mine,
+                          uint64_t theirs, uint64_t rlen, uint64_t chunk)
 {
     uint64_t nchunks = (rlen + chunk - 1) / chunk;
-    int n = 0;
     for (;;) {
-        uint64_t k = __atomic_fetch_add(&x->next, 1, __ATOMIC_ACQ_REL);
+        uint64_t k = CHUNK_OF(__atomic_fetch_add(&x->next, 1, __ATOMIC_ACQ_REL));
         if (k >= nchunks)
-            return n;
-        uint64_t off = k * chunk, len = rlen - off < chunk ? rlen - off : chunk;
-        struct iovec l = { (void *) (uintptr_t) (mine + off), len };
-        int rc = vnode_cma_xfer(v, peer, &l, 1, theirs + off, len, write);
-        if (rc != VNODE_OK) {
-            v->err_peer = peer;
+            return VNODE_OK;
+        int rc = copy_chunk(v, x, peer, write, mine, theirs, rlen, chunk, k, NULL);
+        if (rc != VNODE_OK)
             return rc;
-        }
-        __atomic_fetch_add(&x->done, len, __ATOMIC_ACQ_REL);
-        if (bytes)
-            *bytes += len;
-        n++;
     }
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t) t.tv_sec * 1000000000ULL + (uint64_t) t.tv_nsec;
+}
+
+/* The copy is over: the range is open for the next one (unless its exporter took it back). */
+static void reopen(vnode_share_t * s)
+{
+    vnode_xslot_t *x = s->slot;
+    uint64_t busy = s->busy;
+    __atomic_compare_exchange_n(&x->state, &busy, (busy & ~3ULL) | VNODE_X_OPEN, false,
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    s->slot = NULL;
 }
 
 int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *local,
@@ -122,16 +167,27 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
     x->claimer = (uint32_t) v->local;
     x->write = write ? 1 : 0;
     x->xoff = raddr - x->addr;
-    x->next = 0;
     x->done = 0;
+    /* a new job: an exporter still holding the last one's `next` fails its CAS */
+    VNODE_STORE(&x->next, (JOB(VNODE_LOAD(&x->next, RELAXED)) + 1) << 32, RELEASE);
     VNODE_STORE(&x->state, state_of(gen, VNODE_X_BUSY), RELEASE);
     v->stats.shared_copies++;
-    int rc = take_chunks(v, x, peer, write, (uint64_t) (uintptr_t) local, raddr, len, chunk,
-                         NULL);
-    if (rc < 0)
-        return rc;
     s->slot = x;
     s->len = len;
+    s->busy = state_of(gen, VNODE_X_BUSY);
+    int rc = claimer_chunks(v, x, peer, write, (uint64_t) (uintptr_t) local, raddr, len,
+                            chunk);
+    if (rc < 0) {
+        reopen(s);
+        return rc;
+    }
+    /* the exporter copies its last chunk now, a few microseconds at most: waiting here is
+     * cheaper than a pending operation, and leaves the range open for the next copy */
+    if (vnode_share_test(v, s) == VNODE_OK)
+        return VNODE_OK;
+    uint64_t t0 = now_ns();
+    while (VNODE_LOAD(&x->done, ACQUIRE) != len && now_ns() - t0 < WAIT_DONE_NS)
+        VNODE_PAUSE();
     return vnode_share_test(v, s);
 }
 
@@ -139,11 +195,58 @@ int vnode_share_test(vnode_t * v, vnode_share_t * s)
 {
     vnode_xslot_t *x = s->slot;
     (void) v;
-    if (!x || VNODE_LOAD(&x->done, ACQUIRE) == s->len) {
-        s->slot = NULL;
+    if (!x)
         return VNODE_OK;
+    if (VNODE_LOAD(&x->done, ACQUIRE) != s->len)
+        return VNODE_AGAIN;
+    reopen(s);
+    return VNODE_OK;
+}
+
+/* Takes chunks of the copy of export i that a peer is making, until none is left (or the
+ * copy ended and another began: the next poll sees that one). Returns the chunks copied. */
+static int help_slot(vnode_t * v, vnode_xslot_t * x, unsigned i)
+{
+    int total = 0;
+    for (;;) {
+        uint64_t n = VNODE_LOAD(&x->next, ACQUIRE);
+        uint64_t rlen = VNODE_LOAD(&x->rlen, RELAXED), chunk = VNODE_LOAD(&x->chunk, RELAXED);
+        if (chunk == 0 || CHUNK_OF(n) * chunk >= rlen)
+            return total;       /* nothing left: the claimer finishes, then we unexport */
+        unsigned c = VNODE_LOAD(&x->claimer, RELAXED);
+        uint64_t xoff = VNODE_LOAD(&x->xoff, RELAXED), raddr = VNODE_LOAD(&x->raddr, RELAXED);
+        bool write = VNODE_LOAD(&x->write, RELAXED) != 0;
+#ifdef VNODE_TEST_HOOKS
+        if (vnode_test_help_delay_us)
+            usleep(vnode_test_help_delay_us);
+#endif
+        /* the fields are the job's only if the CAS below succeeds: check them after it */
+        if (!__atomic_compare_exchange_n(&x->next, &n, n + 1, false, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_RELAXED))
+            continue;
+        if (c >= (unsigned) v->nlocal || c == (unsigned) v->local) {
+            vnode_fail(v, VNODE_ERR_MALFORMED, "vnode: the copy of export %u claims to be "
+                       "local rank %u's, chunks of %llu bytes", i, c,
+                       (unsigned long long) chunk);
+            v->err_peer = c < (unsigned) v->nlocal ? (int) c : -1;
+            return VNODE_ERR_MALFORMED;
+        }
+        /* the claimer checked its copy against our range; we check again: it is our memory */
+        if (xoff > x->len || rlen > x->len - xoff) {
+            vnode_fail(v, VNODE_ERR_MALFORMED, "vnode: local rank %u's copy of export %u "
+                       "covers %llu bytes from offset %llu of its %llu bytes", c, i,
+                       (unsigned long long) rlen, (unsigned long long) xoff,
+                       (unsigned long long) x->len);
+            v->err_peer = (int) c;
+            return VNODE_ERR_MALFORMED;
+        }
+        /* the claimer reads our range: we write to it; it writes: we read from it */
+        int rc = copy_chunk(v, x, (int) c, !write, x->addr + xoff, raddr, rlen, chunk,
+                            CHUNK_OF(n), &v->stats.helped_bytes);
+        if (rc < 0)
+            return rc;
+        total++;
     }
-    return VNODE_AGAIN;
 }
 
 int vnode_help(vnode_t * v)
@@ -155,30 +258,7 @@ int vnode_help(vnode_t * v)
         uint64_t st = VNODE_LOAD(&x->state, ACQUIRE);
         if ((st & 3) != VNODE_X_BUSY || (st >> 2) != (v->xgen[i] & 0x3fffffff))
             continue;
-        uint64_t rlen = x->rlen, chunk = x->chunk;
-        if (VNODE_LOAD(&x->next, RELAXED) * chunk >= rlen)
-            continue;   /* nothing left: the claimer finishes, then we unexport */
-        unsigned c = x->claimer;
-        if (c >= (unsigned) v->nlocal || c == (unsigned) v->local || chunk == 0) {
-            vnode_fail(v, VNODE_ERR_MALFORMED, "vnode: the copy of export %u claims to be "
-                       "local rank %u's, chunks of %llu bytes", i, c,
-                       (unsigned long long) chunk);
-            v->err_peer = c < (unsigned) v->nlocal ? (int) c : -1;
-            return VNODE_ERR_MALFORMED;
-        }
-        /* the claimer checked its copy against our range; we check again: it is our memory */
-        uint64_t xoff = x->xoff;
-        if (xoff > x->len || rlen > x->len - xoff) {
-            vnode_fail(v, VNODE_ERR_MALFORMED, "vnode: local rank %u's copy of export %u "
-                       "covers %llu bytes from offset %llu of its %llu bytes", c, i,
-                       (unsigned long long) rlen, (unsigned long long) xoff,
-                       (unsigned long long) x->len);
-            v->err_peer = (int) c;
-            return VNODE_ERR_MALFORMED;
-        }
-        /* the claimer reads our range: we write to it; it writes: we read from it */
-        int n = take_chunks(v, x, (int) c, !x->write, x->addr + xoff, x->raddr, rlen, chunk,
-                            &v->stats.helped_bytes);
+        int n = help_slot(v, x, i);
         if (n < 0)
             return n;
         total += n;

@@ -156,11 +156,12 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
     if (!__atomic_compare_exchange_n(&x->state, &open, state_of(gen, VNODE_X_CLAIMED), false,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return vnode_cma_xfer(v, peer, &l, 1, raddr, len, write);       /* copied before */
-    /* quarters (halves below 128 KiB): few system calls, and a helper that comes late still
-     * finds work; the exporter copies the same offsets from its end */
-    uint64_t chunk = (len / 4 + 4095) & ~(uint64_t) 4095;
-    if (chunk < CHUNK_MIN)
-        chunk = CHUNK_MIN;
+    /* up to four chunks of at least CHUNK_MIN, in whole pages, none much smaller than the
+     * others (64 KiB + 1 in two, not 32 KiB + 32 KiB + 1 byte: a system call pins a page
+     * whatever it copies): few system calls, and a helper that comes late still finds work;
+     * the exporter copies the same offsets from its end */
+    uint64_t nch = len / CHUNK_MIN < 1 ? 1 : len / CHUNK_MIN > 4 ? 4 : len / CHUNK_MIN;
+    uint64_t chunk = ((len + nch - 1) / nch + 4095) & ~(uint64_t) 4095;
     x->raddr = (uint64_t) (uintptr_t) local;
     x->rlen = len;
     x->chunk = chunk;

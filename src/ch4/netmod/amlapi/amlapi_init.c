@@ -121,9 +121,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        MPI_Put, MPI_Get, MPI_Rput and MPI_Rget with a contiguous target datatype and more
-        bytes than the target's eager limit (smaller ones cost less as active messages: an
-        8-byte put under a lock 5.4 us direct, 1.8 us through MPIDIG) go as direct
+        MPI_Put, MPI_Get, MPI_Rput and MPI_Rget with a contiguous target datatype and at
+        least the target's eager limit in bytes (smaller ones cost less as active messages:
+        an 8-byte put under a lock 5.4 us direct, 1.8 us through MPIDIG) go as direct
         operations with no message at the target: a single copy
         (process_vm_writev/readv) to a rank of this node, UCX RMA to a rank of another host.
         Windows from MPI_Win_create, MPI_Win_allocate and MPI_Win_allocate_shared expose

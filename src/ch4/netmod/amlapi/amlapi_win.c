@@ -10,9 +10,11 @@
  * every operation first takes its target's lock when a lock epoch has not yet
  * (amlapi_rma_lock.c).
  *
- * Only transfers above the target's eager limit go direct (aml_xkey_threshold): below it an
- * active message through the FIFOs or UCX is cheaper (measured on the node: an 8-byte put
- * under a lock 5.4 us direct, 1.8 us through MPIDIG). Where UCX's RMA is software run by
+ * Only transfers of at least the target's eager limit go direct (aml_xkey_threshold): below
+ * it an active message through the FIFOs or UCX is cheaper (measured on the node: an 8-byte
+ * put under a lock 5.4 us direct, 1.8 us through MPIDIG). At the limit itself (64 KiB on the
+ * node) direct wins: two cores share the copy (vnode_share.c), 12.2-14.6 GB/s under a lock
+ * where the FIFOs give 19.7 or 8.5-9.3 depending on the VM's phase, Open MPI 10.5. Where UCX's RMA is software run by
  * the target's progress (tcp, or no RMA lane: aml_xkey_soft), it needs the target as a
  * message does and moves large data slower than UCX's message rendezvous, so above
  * MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX those go as native messages (between two test hosts,
@@ -363,7 +365,7 @@ static int plan(MPIR_Win * win, int origin_count, MPI_Datatype origin_datatype,
                                                       p->origin_contig, target_contig,
                                                       p->bytes, target_bytes,
                                                       p->origin_true_lb, target_true_lb);
-    if (!target_contig || (!p->self && p->bytes <=
+    if (!target_contig || (!p->self && p->bytes <
                            aml_xkey_threshold(MPIDI_AMLAPI_global.aml,
                                               w->targets[target_rank].key)))
         goto fn_exit;

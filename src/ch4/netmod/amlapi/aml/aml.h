@@ -345,7 +345,7 @@ int aml_xmem_withdraw(aml_t * aml, aml_xmem_t * m);
  * node where single copy is not allowed): use aml_put/aml_get then. */
 int aml_xkey_open(aml_t * aml, int peer, const void *key, size_t key_len, aml_xkey_t ** k);
 void aml_xkey_close(aml_t * aml, aml_xkey_t * k);
-/* Transfers up to this many bytes are faster as active messages (aml_put/aml_get, or the
+/* Transfers below this many bytes are faster as active messages (aml_put/aml_get, or the
  * embedder's own) than direct: the peer's eager limit, where the transport's single copy or
  * RMA starts to beat its packets (on the node a process_vm_writev costs more than a FIFO
  * packet below VNODE_SINGLE_COPY_THRESHOLD: 8-byte MPI_Put under a lock 5.4 against 1.8 us). */

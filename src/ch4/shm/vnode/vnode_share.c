@@ -19,10 +19,11 @@
  *
  * `next` is job << 32 | chunk. The claimer owns the job's fields, so it takes chunks by
  * fetch_add; the exporter reads the fields after `next` and takes a chunk by CAS on the
- * `next` it read: if the copy ended and another began meanwhile (new fields, a new job
- * number), the CAS fails and it reads again, so it never copies one job's chunk with
- * another's addresses. While a job still has a chunk to take it cannot be complete, so its
- * fields stay as they were until the CAS.
+ * `next` it read. A claimer puts its new job number (with no chunk free) into `next`
+ * before it changes any field, so an exporter that read some fields of a newer copy fails
+ * its CAS and reads again: it never copies one job's chunk with another's addresses. While a
+ * job still has a chunk to take it cannot be complete, so its fields stay as they were until
+ * the CAS.
  *
  * Neither side waits for the other for long: a claimer whose exporter is busy elsewhere
  * copies every chunk itself, and waits only for a chunk the exporter has taken and is
@@ -77,6 +78,7 @@ unsigned vnode_test_help_delay_us;
 
 #define JOB(n) ((n) >> 32)
 #define CHUNK_OF(n) ((n) & 0xffffffffULL)
+#define NO_CHUNK 0xffffffffULL  /* in `next` while a claimer writes a copy's fields */
 
 /* One chunk of job `next`'s copy; adds its bytes to *bytes (if given). */
 static int copy_chunk(vnode_t * v, vnode_xslot_t * x, int peer, bool write, uint64_t mine,
@@ -162,15 +164,20 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
      * the exporter copies the same offsets from its end */
     uint64_t nch = len / CHUNK_MIN < 1 ? 1 : len / CHUNK_MIN > 4 ? 4 : len / CHUNK_MIN;
     uint64_t chunk = ((len + nch - 1) / nch + 4095) & ~(uint64_t) 4095;
-    x->raddr = (uint64_t) (uintptr_t) local;
-    x->rlen = len;
-    x->chunk = chunk;
-    x->claimer = (uint32_t) v->local;
-    x->write = write ? 1 : 0;
-    x->xoff = raddr - x->addr;
-    x->done = 0;
-    /* a new job: an exporter still holding the last one's `next` fails its CAS */
-    VNODE_STORE(&x->next, (JOB(VNODE_LOAD(&x->next, RELAXED)) + 1) << 32, RELEASE);
+    /* a new job number before any field changes: an exporter still on the last copy, which
+     * may read some of the new fields, then fails its CAS on the old `next` (the fences
+     * pair with the one in help_slot); no chunk is free until the fields are complete */
+    uint64_t job = JOB(VNODE_LOAD(&x->next, RELAXED)) + 1;
+    VNODE_STORE(&x->next, job << 32 | NO_CHUNK, RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    VNODE_STORE(&x->raddr, (uint64_t) (uintptr_t) local, RELAXED);
+    VNODE_STORE(&x->rlen, (uint64_t) len, RELAXED);
+    VNODE_STORE(&x->chunk, chunk, RELAXED);
+    VNODE_STORE(&x->claimer, (uint32_t) v->local, RELAXED);
+    VNODE_STORE(&x->write, write ? 1u : 0u, RELAXED);
+    VNODE_STORE(&x->xoff, raddr - x->addr, RELAXED);
+    VNODE_STORE(&x->done, 0, RELAXED);
+    VNODE_STORE(&x->next, job << 32, RELEASE);
     VNODE_STORE(&x->state, state_of(gen, VNODE_X_BUSY), RELEASE);
     v->stats.shared_copies++;
     s->slot = x;
@@ -211,21 +218,26 @@ static int help_slot(vnode_t * v, vnode_xslot_t * x, unsigned i)
     int total = 0;
     for (;;) {
         uint64_t n = VNODE_LOAD(&x->next, ACQUIRE);
+        if (CHUNK_OF(n) == NO_CHUNK)
+            return total;       /* a claimer is writing a new copy's fields */
         uint64_t rlen = VNODE_LOAD(&x->rlen, RELAXED), chunk = VNODE_LOAD(&x->chunk, RELAXED);
-        if (chunk == 0 || CHUNK_OF(n) * chunk >= rlen)
-            return total;       /* nothing left: the claimer finishes, then we unexport */
         unsigned c = VNODE_LOAD(&x->claimer, RELAXED);
         uint64_t xoff = VNODE_LOAD(&x->xoff, RELAXED), raddr = VNODE_LOAD(&x->raddr, RELAXED);
         bool write = VNODE_LOAD(&x->write, RELAXED) != 0;
+        /* a field of a newer copy read here means its job number is in `next` already:
+         * the CAS below fails */
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (chunk != 0 && CHUNK_OF(n) * chunk >= rlen)
+            return total;       /* nothing left: the claimer finishes, then we unexport */
 #ifdef VNODE_TEST_HOOKS
         if (vnode_test_help_delay_us)
             usleep(vnode_test_help_delay_us);
 #endif
-        /* the fields are the job's only if the CAS below succeeds: check them after it */
+        /* the fields are the job's only if the CAS succeeds: check them after it */
         if (!__atomic_compare_exchange_n(&x->next, &n, n + 1, false, __ATOMIC_ACQ_REL,
                                          __ATOMIC_RELAXED))
             continue;
-        if (c >= (unsigned) v->nlocal || c == (unsigned) v->local) {
+        if (c >= (unsigned) v->nlocal || c == (unsigned) v->local || chunk == 0) {
             vnode_fail(v, VNODE_ERR_MALFORMED, "vnode: the copy of export %u claims to be "
                        "local rank %u's, chunks of %llu bytes", i, c,
                        (unsigned long long) chunk);

@@ -118,6 +118,7 @@ typedef struct vnode_tx {
     uint64_t tail;              /* the receiver's tail, as last read */
     uint32_t want;              /* cells the last VNODE_AGAIN needed */
     bool waiting;               /* tx_wait is set */
+    bool touched;               /* the ring's cells were written once (vnode_send) */
 } vnode_tx_t;
 
 /* Receiver's private view of one ring. */

@@ -65,6 +65,18 @@ int vnode_ring_setup(vnode_t * v)
     return VNODE_OK;
 }
 
+/* The first send to a peer writes its whole ring once (the seq words are zero, nothing is
+ * published): the pages are faulted in and the lines are in this core's cache before the
+ * first lap, which otherwise pays a page fault per 4 KiB and a fetch from memory per cell
+ * (2 ranks, 1-byte ping-pong: the first ~1000 messages 0.22-0.28 us instead of 0.14-0.18).
+ * Only rings in use are touched: a large node's unused pairs commit no memory. */
+static void touch_ring(vnode_t * v, vnode_tx_t * t)
+{
+    for (uint64_t i = 0; i < v->L.ncells; i++)
+        VNODE_STORE(&cell_at(t->cells, i)->seq, 0, RELAXED);
+    t->touched = true;
+}
+
 int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *data,
                size_t len)
 {
@@ -75,6 +87,8 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
                           v->cfg.max_pkt, v->attached ? "" : " before vnode_attach");
     vnode_tx_t *t = &v->tx[dst];
     uint64_t ncells = v->L.ncells;
+    if (__builtin_expect(!t->touched, 0))
+        touch_ring(v, t);
     uint64_t k = (VNODE_CELL_HDR + hlen + len + VNODE_CELL - 1) / VNODE_CELL;
     uint64_t pos = t->head & v->mask;
     uint64_t pad = pos + k > ncells ? ncells - pos : 0;

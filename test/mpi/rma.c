@@ -312,9 +312,9 @@ int main(int argc, char **argv)
          * more most do; one per window would be at most `size` */
         shc = pvar_read("amlapi_vnode_shared_copies") - shc;
         MPI_Allreduce(&shc, &shc_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-        if (any_direct && !shm_all && single_copy && vpeers > 0 &&
-            cvar_int("MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY") > 0 &&
-            cvar_int("MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY") <= big * (int) sizeof(int) &&
+        int share_min = cvar_int("MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY");
+        if (any_direct && !shm_all && single_copy && vpeers > 0 && share_min > 0 &&
+            share_min <= big * (int) sizeof(int) &&
             shc_all <= (unsigned long long) size)
             ERR("256 KiB puts and gets on the node: %llu shared copies in all, want more than "
                 "one per window (%d)", shc_all, size);

@@ -25,6 +25,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define VNODE_MAGIC_BASE   0x766e6f6465000000ULL        /* "vnode\0\0" then the version */
 #define VNODE_VERSION      3
@@ -33,6 +34,14 @@
 #define VNODE_PEER_BATCH   16   /* packets per peer per vnode_poll, for fairness */
 #define VNODE_IDLE_DEMOTE  4096 /* empty polls before a direct peer gives up its slot */
 #define VNODE_JOB_MAX      96
+
+/* Monotonic milliseconds: attach deadlines, and the claimer's wait for a helper's chunk. */
+static inline double vnode_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 #define VNODE_PAUSE() __builtin_ia32_pause()

@@ -300,18 +300,11 @@ static int seg_map(vnode_t * v)
     return VNODE_OK;
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 /* Waits until *cnt == target or the deadline; false on timeout. */
 static bool wait_count(uint32_t * cnt, uint32_t target, double deadline)
 {
     for (unsigned i = 0; VNODE_LOAD(cnt, ACQUIRE) < target; i++) {
-        if (now_ms() > deadline)
+        if (vnode_now_ms() > deadline)
             return false;
         if (i < 64) {
             sched_yield();
@@ -355,7 +348,7 @@ int vnode_attach(vnode_t * v)
     if (v->attach_tried)        /* the counts in the segment are taken once */
         return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_attach called twice");
     v->attach_tried = true;
-    double deadline = now_ms() + v->cfg.attach_timeout_ms;
+    double deadline = vnode_now_ms() + v->cfg.attach_timeout_ms;
     int rc = v->seg ? VNODE_OK : seg_map(v);
     if (rc != VNODE_OK)
         return rc;

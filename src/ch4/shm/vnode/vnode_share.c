@@ -31,10 +31,9 @@
  */
 #include "vnode_impl.h"
 #include <string.h>
-#include <time.h>
 
 #define CHUNK_MIN 32768         /* 64 KiB in two halves: 4.1 us, in 16 KiB chunks 4.1-4.9 us */
-#define WAIT_DONE_NS 100000   /* at most this long for the exporter's last chunk (a 256 KiB
+#define WAIT_DONE_MS 0.1      /* at most this long for the exporter's last chunk (a 256 KiB
                                  * chunk takes ~20 us): then the embedder completes it later */
 #define KEY(slot, gen) ((uint64_t) (gen) << 8 | (slot) | 0x80)  /* never 0 */
 
@@ -113,13 +112,6 @@ static int claimer_chunks(vnode_t * v, vnode_xslot_t * x, int peer, bool write, 
     }
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t) t.tv_sec * 1000000000ULL + (uint64_t) t.tv_nsec;
-}
-
 /* The copy is over: the range is open for the next one (unless its exporter took it back). */
 static void reopen(vnode_share_t * s)
 {
@@ -193,8 +185,8 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
      * cheaper than a pending operation, and leaves the range open for the next copy */
     if (vnode_share_test(v, s) == VNODE_OK)
         return VNODE_OK;
-    uint64_t t0 = now_ns();
-    while (VNODE_LOAD(&x->done, ACQUIRE) != len && now_ns() - t0 < WAIT_DONE_NS)
+    double t0 = vnode_now_ms();
+    while (VNODE_LOAD(&x->done, ACQUIRE) != len && vnode_now_ms() - t0 < WAIT_DONE_MS)
         VNODE_PAUSE();
     return vnode_share_test(v, s);
 }

@@ -32,7 +32,7 @@ int t_basic(void)
     return vt_run(2, basic_body, &o);
 }
 
-/* -- wrap: random record sizes force PAD records and wrap around, millions of cells -- */
+/* -- wrap: random record sizes force PAD records and wrap around, millions of units -- */
 static int wrap_body(vt_ctx_t * c)
 {
     vt_traffic_t *t = vt_traffic_new(c, VT_WRAP);
@@ -46,7 +46,7 @@ static int wrap_body(vt_ctx_t * c)
     for (uint64_t i = 0; i < npkt; i++) {
         size_t hl, l;
         vt_packet(&c->cfg, VT_WRAP, c->rank, peer, i, &hl, &l, buf);
-        uint64_t k = (VNODE_CELL_HDR + hl + l + VNODE_CELL - 1) / VNODE_CELL;
+        uint64_t k = vnode_rec_units(hl + l);
         if (head % ncells + k > ncells) {
             head += ncells - head % ncells;
             pads++;
@@ -54,10 +54,10 @@ static int wrap_body(vt_ctx_t * c)
         head += k;
     }
     free(buf);
-    CHECK(head > 2000000 && pads > 1000 && head / ncells > 1000, "%llu cells, %llu PADs, "
+    CHECK(head > 2000000 && pads > 1000 && head / ncells > 1000, "%llu units, %llu PADs, "
           "%llu laps", (unsigned long long) head, (unsigned long long) pads,
           (unsigned long long) (head / ncells));
-    CHECK(t->cells_sent <= head, "cells %llu > %llu", (unsigned long long) t->cells_sent,
+    CHECK(t->units_sent <= head, "units %llu > %llu", (unsigned long long) t->units_sent,
           (unsigned long long) head);
     vt_traffic_free(t);
     return 0;
@@ -382,7 +382,8 @@ static const struct {
     {"malformed_len_big", t_malformed_len_big}, {"malformed_hlen0", t_malformed_hlen0},
     {"malformed_hlen_gt_len", t_malformed_hlen_gt_len},
     {"malformed_overrun", t_malformed_overrun}, {"malformed_pad", t_malformed_pad},
-    {"malformed_seq", t_malformed_seq}, {"stale_cells", t_stale_cells},
+    {"malformed_seq", t_malformed_seq}, {"malformed_long_small", t_malformed_long_small},
+    {"stale_cells", t_stale_cells},
     {"cleanup_kill9", t_cleanup_kill9}, {"watch", t_watch}, {"two_jobs", t_two_jobs}, {"noshm", t_noshm},
     {"attach_timeout", t_attach_timeout}, {"mismatch", t_mismatch}, {"stale", t_stale},
     {"alone", t_alone}, {"single_copy", t_single_copy},

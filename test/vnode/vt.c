@@ -229,7 +229,7 @@ void vt_packet(const vnode_config_t * cfg, enum vt_mode mode, int src, int dst, 
         break;
     default:
         h = 8 + s % 8;
-        l = (s >> 16) % (VNODE_CELL - VNODE_CELL_HDR - h + 1);
+        l = (s >> 16) % (VNODE_CELL - VNODE_SHORT_HDR - h + 1);
         break;
     }
     if (h >= max)
@@ -320,7 +320,7 @@ void vt_traffic(vt_ctx_t * c, vt_traffic_t * t)
                     break;
                 CHECK_OK(v, rc);
                 t->sent[d]++;
-                t->cells_sent += (VNODE_CELL_HDR + hl + l + VNODE_CELL - 1) / VNODE_CELL;
+                t->units_sent += vnode_rec_units(hl + l);
                 progress++;
             }
             unsent += t->to_send[d] - t->sent[d];

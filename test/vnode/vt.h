@@ -74,7 +74,7 @@ typedef struct vt_traffic {
     int sleep;                  /* arm and sleep on the doorbell when idle */
     /* filled in */
     uint64_t *sent, *recvd;
-    uint64_t cells_sent;
+    uint64_t units_sent;
 } vt_traffic_t;
 
 /* packet number seq from src to dst: sizes and contents (buf >= max_pkt bytes) */

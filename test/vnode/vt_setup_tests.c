@@ -1,4 +1,4 @@
-/* vnode tests: malformed cells, cleanup, setup errors. */
+/* vnode tests: malformed records, cleanup, setup errors. */
 #define _GNU_SOURCE
 #include "vt.h"
 #include "vt_tests.h"
@@ -11,11 +11,11 @@
 #include <sys/wait.h>
 
 /* -- malformed_*: rank 1 writes one bad record by hand; rank 0's poll must refuse it -- */
-enum { M_SRC, M_LEN0, M_LEN_BIG, M_HLEN0, M_HLEN_GT, M_OVERRUN, M_PAD, M_SEQ };
+enum { M_SRC, M_LEN0, M_LEN_BIG, M_HLEN0, M_HLEN_GT, M_OVERRUN, M_PAD, M_SEQ, M_LONG_SMALL };
 static const char *const mal_expect[] = {
     "source field 0", "length 0,", "length 9273,", "header length 0 of a 8-byte",
-    "header length 20 of a 10-byte", "runs past the ring end", "PAD record at cell 0",
-    "sequence"
+    "header length 20 of a 10-byte", "runs past the ring end", "PAD record at unit 0",
+    "mark", "long record of 8 bytes"
 };
 
 static void count_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data,
@@ -30,22 +30,25 @@ static int mal_body(vt_ctx_t * c)
     vnode_t *v = c->v;
     int *count = (int *) c->scratch;
     if (c->rank == 1) {
-        uint64_t seq, ncells;
+        uint64_t seq, nunits;
         int sent = 0;
         unsigned char b[8] = { 0 };
-        /* overrun: one-cell packets up to the ring's last cell, then a 4-cell record */
+        /* overrun: one-unit packets up to the ring's last unit, then a 20-unit record */
         while (kind == M_OVERRUN) {
-            vnode_test_cell(v, 0, &seq, &ncells);
-            if ((seq & (ncells - 1)) == ncells - 1)
+            vnode_test_cell(v, 0, &seq, &nunits);
+            if ((seq & (nunits - 1)) == nunits - 1)
                 break;
             CHECK_OK(v, vnode_send(v, 0, b, sizeof(b), NULL, 0));
             sent++;
         }
         *count = sent;
-        vnode_cell_hdr_t *h = vnode_test_cell(v, 0, &seq, &ncells);
+        /* a long record of 300 bytes (the bytes after its header are never read), or a short
+         * one of 8 */
+        vnode_long_hdr_t *h = vnode_test_cell(v, 0, &seq, &nunits);
+        uint32_t word = VNODE_MARK(seq);
         h->src = 1;
         h->hlen = 8;
-        h->len = 8;
+        h->len = 300;
         switch (kind) {
         case M_SRC:
             h->src = 0;
@@ -58,24 +61,26 @@ static int mal_body(vt_ctx_t * c)
             h->len = (uint32_t) c->cfg.max_pkt + 1;
             break;
         case M_HLEN0:
-            h->hlen = 0;
+            word = VNODE_SHORT_WORD(seq, 8, 0);
             break;
         case M_HLEN_GT:
-            h->hlen = 20;
-            h->len = 10;
+            word = VNODE_SHORT_WORD(seq, 10, 20);
             break;
         case M_OVERRUN:
-            h->len = 200;
             break;
         case M_PAD:
             h->hlen = VNODE_PAD_HLEN;
-            h->len = (uint32_t) (ncells * VNODE_CELL - VNODE_CELL_HDR);
+            h->len = (uint32_t) (nunits * VNODE_UNIT - VNODE_LONG_HDR);
             break;
         case M_SEQ:
-            seq += ncells;      /* a "future" lap */
+            word = VNODE_MARK(seq + 1);
             break;
+        case M_LONG_SMALL:
+            h->len = 8;
+            break;
+
         }
-        __atomic_store_n(&h->seq, seq, __ATOMIC_RELEASE);
+        __atomic_store_n(&h->word, word, __ATOMIC_RELEASE);
         vt_barrier(c);
         vt_barrier(c);
         return 0;
@@ -142,15 +147,24 @@ int t_malformed_seq(void)
     return malformed(M_SEQ);
 }
 
+int t_malformed_long_small(void)
+{
+    return malformed(M_LONG_SMALL);
+}
+
 /* -- stale_cells: old payload that looks like the header the receiver expects next must not
- * be taken for one. Lap 1: 8-cell records whose continuation cells start with the index the
- * cell will have in lap 2 and a plausible header; then a 3-cell record leaves the receiver's
- * tail on such a cell. -- */
+ * be taken for one. Lap 1: 32-unit records whose continuation units start with the mark the
+ * unit will have in lap 2 and a plausible short header; then a 3-unit record leaves the
+ * receiver's tail on such a unit inside a line (the sender zeroes it), and a 1-unit record
+ * on one that starts a line (the receiver zeroed it before it published its tail). -- */
+#define SC_BIG (32 * VNODE_UNIT - VNODE_LONG_HDR)       /* a long record of 32 units */
+#define SC_SMALL (3 * VNODE_UNIT - VNODE_SHORT_HDR)     /* a short record of 3 units */
+#define SC_ONE (VNODE_UNIT - VNODE_SHORT_HDR)   /* and of 1 */
 static void sc_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data,
                   size_t len)
 {
     int *got = arg;
-    size_t want = *got < 128 ? 8 * VNODE_CELL - VNODE_CELL_HDR : 3 * VNODE_CELL - VNODE_CELL_HDR;
+    size_t want = *got < 128 ? SC_BIG : *got == 128 ? SC_SMALL : SC_ONE;
     CHECK(hlen == 8 && hlen + len == want && *(const int *) hdr == *got, "packet %d: hlen %zu "
           "len %zu, first word %d", *got, hlen, len, *(const int *) hdr);
     ++*got;
@@ -159,32 +173,35 @@ static void sc_rx(void *arg, int src, const void *hdr, size_t hlen, const void *
 static int stale_body(vt_ctx_t * c)
 {
     vnode_t *v = c->v;
-    uint64_t seq, ncells;
+    uint64_t seq, nunits;
     if (c->rank == 1) {
-        vnode_test_cell(v, 0, &seq, &ncells);
-        CHECK(ncells == 1024, "%llu cells", (unsigned long long) ncells);
-        unsigned char pkt[8 * VNODE_CELL];
-        for (int i = 0; i < 129; i++) {
-            size_t k = i < 128 ? 8 : 3, plen = k * VNODE_CELL - VNODE_CELL_HDR;
-            vnode_test_cell(v, 0, &seq, &ncells);
+        vnode_test_cell(v, 0, &seq, &nunits);
+        CHECK(nunits == 4096, "%llu units", (unsigned long long) nunits);
+        unsigned char pkt[SC_BIG];
+        for (int i = 0; i < 130; i++) {
+            size_t plen = i < 128 ? SC_BIG : i == 128 ? SC_SMALL : SC_ONE;
+            vnode_test_cell(v, 0, &seq, &nunits);
             memset(pkt, 0, sizeof(pkt));
             memcpy(pkt, &i, sizeof(i));
-            for (size_t j = 1; j < k; j++) {
-                vnode_cell_hdr_t h = { seq + j + ncells, 8, 1, 8 };
-                memcpy(pkt + j * VNODE_CELL - VNODE_CELL_HDR, &h, sizeof(h));
+            for (size_t j = 2; i < 128 && j < 32; j++) {      /* unit 1 holds i */
+                uint32_t w = VNODE_SHORT_WORD(seq + j + nunits, 8, 8);
+                memcpy(pkt + j * VNODE_UNIT - VNODE_LONG_HDR, &w, sizeof(w));
             }
             CHECK_OK(v, vnode_send(v, 0, pkt, 8, pkt + 8, plen - 8));
-            if (i == 127)
-                vt_barrier(c);  /* rank 0 consumed lap 1 */
+            if (i == 63 || i == 127)
+                vt_barrier(c);  /* rank 0 consumed half a lap, then lap 1 */
         }
         vt_barrier(c);
         return 0;
     }
     int got = 0;
+    while (got < 64)
+        CHECK(vnode_poll(v, sc_rx, &got) >= 0, "poll: %s", vnode_error(v));
+    vt_barrier(c);
     while (got < 128)
         CHECK(vnode_poll(v, sc_rx, &got) >= 0, "poll: %s", vnode_error(v));
     vt_barrier(c);
-    while (got < 129)
+    while (got < 130)
         CHECK(vnode_poll(v, sc_rx, &got) >= 0, "poll: %s", vnode_error(v));
     for (int i = 0; i < 1000; i++)
         CHECK(vnode_poll(v, sc_rx, &got) == 0, "poll after the last packet: %s",

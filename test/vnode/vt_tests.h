@@ -16,6 +16,7 @@ int t_malformed_hlen_gt_len(void);
 int t_malformed_overrun(void);
 int t_malformed_pad(void);
 int t_malformed_seq(void);
+int t_malformed_long_small(void);
 int t_stale_cells(void);
 int t_cleanup_kill9(void);
 int t_watch(void);

@@ -6,9 +6,10 @@
  * - One segment per node and job (POSIX shm, mode 0600, a name unique per job and node),
  *   created by local rank 0, attached by every local rank and unlinked as soon as all have
  *   attached: a crash after MPI_Init leaves nothing in /dev/shm.
- * - One single-producer/single-consumer ring per ordered pair of local ranks, in 64-byte
- *   cells; a packet takes ceil((16 + hlen + len) / 64) consecutive cells, so a small MPI
- *   message is one cache line handed from sender to receiver. The receiver never scans all
+ * - One single-producer/single-consumer ring per ordered pair of local ranks, in 16-byte
+ *   units; a packet takes vnode_rec_units(hlen + len) consecutive units (a 4-byte header up
+ *   to 252 bytes, else 16), so two small MPI messages share the cache line handed from
+ *   sender to receiver. The receiver never scans all
  *   N-1 rings: it polls a few recently active peers directly and the rest through a
  *   per-receiver summary bitmap that senders set (vnode_ring.c says how the two meet).
  * - Doorbells: a receiver about to sleep says so in the segment; a sender that sees it sends
@@ -35,7 +36,7 @@ typedef struct vnode vnode_t;
 #define VNODE_ERR_INVAL    -1   /* bad argument or configuration */
 #define VNODE_ERR_NOSPACE  -2   /* /dev/shm has no room for the segment */
 #define VNODE_ERR_SYS      -3   /* a system call failed */
-#define VNODE_ERR_MALFORMED -4  /* a bad cell arrived: fatal, the message names the peer */
+#define VNODE_ERR_MALFORMED -4  /* a bad record arrived: fatal, the message names the peer */
 #define VNODE_ERR_NOTSUP   -5   /* single copy is not allowed on this node */
 #define VNODE_ERR_TIMEOUT  -6   /* local ranks did not attach in time */
 /* Every error leaves a message (what failed, the numbers, the peer) in vnode_error(). */
@@ -46,7 +47,7 @@ typedef struct vnode_config {
                                  * other than [A-Za-z0-9._-] are replaced, at most 96 used */
     int nlocal;                 /* ranks on this node (in this segment), 1..VNODE_MAX_LOCAL */
     int local;                  /* this rank's index among them, 0..nlocal-1 */
-    size_t ring_bytes;          /* bytes of cells per ordered pair: rounded up to a power of
+    size_t ring_bytes;          /* bytes of units per ordered pair: rounded up to a power of
                                  * two, at least 4 * the largest packet */
     size_t max_pkt;             /* largest hlen + len of a packet */
     int direct;                 /* peers a receiver polls directly, 0..VNODE_MAX_DIRECT; the
@@ -61,8 +62,19 @@ typedef struct vnode_config {
 
 #define VNODE_MAX_LOCAL  1024
 #define VNODE_MAX_DIRECT 16
-#define VNODE_CELL       64     /* cell size: one cache line */
-#define VNODE_CELL_HDR   16     /* header bytes in a packet's first cell */
+#define VNODE_CELL       64     /* a cache line: the segment's blocks are aligned to it */
+#define VNODE_UNIT       16     /* ring granularity: a packet's record takes whole units */
+#define VNODE_SHORT_HDR  4      /* header of a short record: hlen + len <= VNODE_SHORT_MAX */
+#define VNODE_SHORT_MAX  252
+#define VNODE_LONG_HDR   16     /* header of a long record: the data stays 16-byte aligned */
+
+/* Units of the ring a packet of hlen + len = body bytes takes (vnode_ring.c): two packets of
+ * up to 28 bytes (an 8-byte MPI message) share a cache line. */
+static inline uint64_t vnode_rec_units(size_t body)
+{
+    size_t hdr = body <= VNODE_SHORT_MAX ? VNODE_SHORT_HDR : VNODE_LONG_HDR;
+    return (hdr + body + VNODE_UNIT - 1) / VNODE_UNIT;
+}
 
 void vnode_config_default(vnode_config_t * cfg);
 /* The segment's size for cfg (the bytes /dev/shm must have free). */
@@ -83,7 +95,7 @@ int vnode_attach(vnode_t * v);
 /* Unmaps, closes the doorbell, unlinks the name if nobody did yet. Safe after any failure. */
 void vnode_finalize(vnode_t * v);
 const char *vnode_error(const vnode_t * v);
-/* The local index of the peer the last error concerns (a malformed cell's sender, a single
+/* The local index of the peer the last error concerns (a malformed record's sender, a single
  * copy's peer), or -1. */
 int vnode_error_peer(const vnode_t * v);
 int vnode_local(const vnode_t * v);
@@ -101,7 +113,7 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
 typedef void (*vnode_rx_fn_t) (void *arg, int src, const void *hdr, size_t hlen,
                                const void *data, size_t len);
 /* Delivers arrived packets (at most a bounded batch per call): their number, or
- * VNODE_ERR_MALFORMED (a cell whose sequence, source or lengths are wrong; nothing is
+ * VNODE_ERR_MALFORMED (a record whose mark, source or lengths are wrong; nothing is
  * delivered from it). */
 int vnode_poll(vnode_t * v, vnode_rx_fn_t fn, void *arg);
 
@@ -181,9 +193,9 @@ typedef struct vnode_stats {
 void vnode_get_stats(const vnode_t * v, vnode_stats_t * s);
 
 #ifdef VNODE_TEST_HOOKS
-/* Tests only (test/vnode): the first cell of the next record this rank would write to dst,
- * its index (*seq) and the ring's size in cells; a test writes a bad record there by hand. */
-void *vnode_test_cell(vnode_t * v, int dst, uint64_t * seq, uint64_t * ncells);
+/* Tests only (test/vnode): the first unit of the next record this rank would write to dst,
+ * its index (*seq) and the ring's size in units; a test writes a bad record there by hand. */
+void *vnode_test_cell(vnode_t * v, int dst, uint64_t * seq, uint64_t * nunits);
 /* Tests only: how many peers this rank polls directly now. */
 int vnode_test_ndirect(const vnode_t * v);
 /* Tests only: vnode_help sleeps this long between reading a copy's fields and taking its

@@ -10,7 +10,7 @@
  *                                      shared single copy: ranges a rank lets a peer copy
  *                                      with its help (vnode_share.c)
  *   ring               [nlocal * (nlocal - 1)]
- *                                      vnode_ring_ctl_t then ring_bytes of 64-byte cells
+ *                                      vnode_ring_ctl_t then ring_bytes of 16-byte units
  * The ring from s to r is number r * (nlocal - 1) + (s < r ? s : s - 1): a receiver's
  * inbound rings are contiguous.
  *
@@ -28,7 +28,7 @@
 #include <time.h>
 
 #define VNODE_MAGIC_BASE   0x766e6f6465000000ULL        /* "vnode\0\0" then the version */
-#define VNODE_VERSION      3
+#define VNODE_VERSION      4
 #define VNODE_PAD_HLEN     0xFFFF       /* hlen of a PAD record: skip to the ring's start */
 #define VNODE_BATCH        64   /* packets per vnode_poll */
 #define VNODE_PEER_BATCH   16   /* packets per peer per vnode_poll, for fairness */
@@ -94,47 +94,58 @@ enum { VNODE_X_FREE = 0, VNODE_X_OPEN = 1, VNODE_X_CLAIMED = 2, VNODE_X_BUSY = 3
 #define VNODE_EXPORTS 64        /* exports per rank: a 64-bit mask of the used ones */
 
 typedef struct vnode_ring_ctl {
-    _Alignas(64) uint64_t tail; /* receiver: cells before this index are free (lazily) */
+    _Alignas(64) uint64_t tail; /* receiver: units before this index are free (lazily) */
     _Alignas(64) uint32_t direct;       /* receiver: 1 = it polls this ring, no summary bit */
     _Alignas(64) uint32_t tx_wait;      /* sender: 1 = it waits for room (it clears it too) */
 } vnode_ring_ctl_t;
 
-/* A record's first 16 bytes; hdr then data follow, padded to whole cells. */
-typedef struct vnode_cell_hdr {
-    uint64_t seq;               /* index of the record's first cell, stored last (release) */
+/* A record starts at a unit with a 32-bit word, stored last (release): bits 0-15 the mark
+ * (VNODE_MARK of the record's index), bits 16-23 a short record's hlen + len (its bytes follow
+ * the word) and bits 24-31 its hlen; 0 in bits 16-31: a long record, this header, then hdr
+ * and data from byte 16. Both are padded to whole units. */
+typedef struct vnode_long_hdr {
+    uint32_t word;              /* mark only */
     uint32_t len;               /* hlen + len; PAD: the bytes it covers after this header */
-    uint16_t src;               /* sender's local index */
     uint16_t hlen;              /* VNODE_PAD_HLEN: PAD */
-} vnode_cell_hdr_t;
+    uint16_t src;               /* sender's local index */
+    uint32_t zero;
+} vnode_long_hdr_t;
 
-_Static_assert(sizeof(vnode_cell_hdr_t) == VNODE_CELL_HDR, "cell header is 16 bytes");
+/* Never 0 (an empty unit), and the low 15 bits of the index: a record out of place is caught */
+#define VNODE_MARK(idx) ((uint32_t) (0x8000u | ((idx) & 0x7fff)))
+#define VNODE_SHORT_WORD(idx, body, hlen) \
+    (VNODE_MARK(idx) | (uint32_t) (body) << 16 | (uint32_t) (hlen) << 24)
+
+_Static_assert(sizeof(vnode_long_hdr_t) == VNODE_LONG_HDR, "a long header is 16 bytes");
+_Static_assert(VNODE_SHORT_MAX <= 255 && (VNODE_SHORT_HDR + VNODE_SHORT_MAX) % VNODE_UNIT == 0,
+               "a short record's length fits its 8 bits and whole units");
 _Static_assert(sizeof(vnode_seg_rank_t) == 2 * VNODE_CELL, "rank block is two lines");
 _Static_assert(sizeof(vnode_ring_ctl_t) == 3 * VNODE_CELL, "ring control is three lines");
 _Static_assert(sizeof(vnode_xslot_t) == 2 * VNODE_CELL, "export slot is two lines");
 
 typedef struct vnode_layout {
     size_t ring_bytes;          /* effective: a power of two, >= 4 largest records */
-    uint64_t ncells;
-    uint32_t max_cells;         /* cells of the largest record */
+    uint64_t nunits;
+    uint32_t max_units;         /* units of the largest record */
     size_t off_ranks, off_summary, summary_stride, off_exports, off_rings, ring_stride, total;
 } vnode_layout_t;
 
 /* Sender's private view of one ring (process memory, never shared). */
 typedef struct vnode_tx {
-    char *cells;
+    char *units;
     vnode_ring_ctl_t *ctl;
-    uint64_t head;              /* index of the next cell to write */
+    uint64_t head;              /* index of the next unit to write */
     uint64_t tail;              /* the receiver's tail, as last read */
-    uint32_t want;              /* cells the last VNODE_AGAIN needed */
+    uint32_t want;              /* units the last VNODE_AGAIN needed */
     bool waiting;               /* tx_wait is set */
-    bool touched;               /* the ring's cells were written once (vnode_send) */
+    bool touched;               /* the ring's lines were written once (vnode_send) */
 } vnode_tx_t;
 
 /* Receiver's private view of one ring. */
 typedef struct vnode_rx {
-    char *cells;
+    char *units;
     vnode_ring_ctl_t *ctl;
-    uint64_t tail;              /* index of the next cell to read */
+    uint64_t tail;              /* index of the next unit to read */
     uint64_t pub;               /* the tail as last published */
     uint32_t idle;              /* polls since this direct peer last had a packet */
     int slot;                   /* index in direct[], or -1 */
@@ -147,7 +158,7 @@ struct vnode {
     unsigned uid;
     int local, nlocal;
     vnode_layout_t L;
-    uint64_t mask;              /* ncells - 1 */
+    uint64_t mask;              /* nunits - 1 */
 
     char *seg;                  /* the mapping, or NULL */
     size_t seg_bytes;

@@ -1,13 +1,24 @@
 /*
- * The rings: one single-producer/single-consumer ring of 64-byte cells per ordered pair.
+ * The rings: one single-producer/single-consumer ring of 16-byte units per ordered pair.
  *
- * A record is a 16-byte header (vnode_cell_hdr_t), hdr, data, padded to whole cells; it never
- * wraps: when it does not fit before the ring's end the sender fills the rest with a PAD
- * record and starts at cell 0. The sender writes the payload, then the header's seq word (the
- * record's first cell index, 64 bits: never reused) with a release store; the receiver
- * acquire-loads seq at the index it expects. Indices start at ncells, so the zeroed segment
- * never looks valid. The receiver zeroes the first word of every continuation cell it
- * consumed: a later record may start there, and stale payload must not look like its seq.
+ * A record is a header, hdr, data, padded to whole units: a short record (hlen + len up to
+ * VNODE_SHORT_MAX) has a 4-byte header, so an 8-byte MPI message (28 bytes with aml's and
+ * MPI's headers) takes 2 units and two of them share a cache line; a long one has 16 bytes
+ * (vnode_long_hdr_t), which keeps large payloads 16-byte aligned. Why units and not 64-byte
+ * cells: a stream of small messages is bound by the cache lines that move from the sender's
+ * core to the receiver's. With one cell per message our MPI message rate was the same at 8,
+ * 24 and 40 bytes, while Open MPI's is 1.6x higher at 8 bytes than at 24: its fast boxes
+ * put two 8-byte messages in a line.
+ *
+ * A record never wraps: when it does not fit before the ring's end the sender fills the rest
+ * with a PAD record and starts at unit 0. The sender writes the record's bytes after its
+ * first word, then the first word with a release store (mark: VNODE_MARK of the record's
+ * index, which is 64 bits and never reused); the receiver acquire-loads the word at the index
+ * it expects: 0 is "nothing yet", the expected mark a record, anything else a malformed one.
+ * Old payload where the receiver looks next must never look like a header, so that unit's
+ * first word is 0 until the record is published: the receiver zeroes the first word of every
+ * line it consumed before it publishes its tail (rx_publish), and the sender zeroes the unit
+ * after a record when it is inside the record's last line (the room check keeps it free).
  *
  * Room: the sender keeps its head and a cached copy of the receiver's tail in process
  * memory; the receiver publishes its tail lazily (every quarter ring), and at once while the
@@ -18,26 +29,34 @@
  *
  * Finding work: a receiver polls up to cfg.direct peers' rings directly; the other senders
  * set their bit in its summary bitmap after publishing a packet (only when it is clear). The
- * receiver writes a ring's "direct" word to tell the sender which. Sender: store seq, fence,
+ * receiver writes a ring's "direct" word to tell the sender which. Sender: store the word, fence,
  * load direct (then the bitmap, then the receiver's sleeping word). Receiver demoting a peer:
  * store direct = 0, fence, look at the ring once more: one of them sees the other. The
  * receiver clears a bit (fetch_and, fence) before draining that ring, so a packet published
  * after the clear sets it again. A peer found through the summary takes a free direct slot;
  * a direct peer idle for VNODE_IDLE_DEMOTE polls gives its slot up. When every peer fits in
- * the direct slots the summary is never touched: a small packet costs one cache line.
+ * the direct slots the summary is never touched: a small packet costs at most a cache line.
  */
 #include "vnode_impl.h"
 #include <stdio.h>
 #include <string.h>
 
-static inline vnode_cell_hdr_t *cell_at(char *cells, uint64_t pos)
+#define LINE_UNITS (VNODE_CELL / VNODE_UNIT)
+
+static inline char *unit_at(char *units, uint64_t pos)
 {
-    return (vnode_cell_hdr_t *) (cells + pos * VNODE_CELL);
+    return units + pos * VNODE_UNIT;
+}
+
+/* A record's first word: 0 (empty) or its mark, lengths for a short one */
+static inline uint32_t *word_at(char *units, uint64_t pos)
+{
+    return (uint32_t *) unit_at(units, pos);
 }
 
 int vnode_ring_setup(vnode_t * v)
 {
-    uint64_t base = v->L.ncells;
+    uint64_t base = v->L.nunits;
     v->all_direct = v->nlocal - 1 <= v->cfg.direct;
     v->nwords = (v->nlocal + 63) / 64;
     v->summary = vnode_summary_of(v, v->local);
@@ -47,11 +66,11 @@ int vnode_ring_setup(vnode_t * v)
             continue;
         vnode_tx_t *t = &v->tx[p];
         t->ctl = vnode_ring(v, v->local, p);
-        t->cells = (char *) (t->ctl + 1);
+        t->units = (char *) (t->ctl + 1);
         t->head = t->tail = base;
         vnode_rx_t *r = &v->rx[p];
         r->ctl = vnode_ring(v, p, v->local);
-        r->cells = (char *) (r->ctl + 1);
+        r->units = (char *) (r->ctl + 1);
         r->tail = r->pub = base;
         r->slot = -1;
         /* our inbound rings are ours to set up; the attach count publishes them */
@@ -65,15 +84,15 @@ int vnode_ring_setup(vnode_t * v)
     return VNODE_OK;
 }
 
-/* The first send to a peer writes its whole ring once (the seq words are zero, nothing is
- * published): the pages are faulted in and the lines are in this core's cache before the
- * first lap, which otherwise pays a page fault per 4 KiB and a fetch from memory per cell
- * (2 ranks, 1-byte ping-pong: the first ~1000 messages 0.22-0.28 us instead of 0.14-0.18).
- * Only rings in use are touched: a large node's unused pairs commit no memory. */
+/* The first send to a peer writes each line of its ring once (zeroes over the zeroed
+ * segment, nothing is published): the pages are faulted in and the lines are in this core's
+ * cache before the first lap, which otherwise pays a page fault per 4 KiB and a fetch from
+ * memory per line (2 ranks, 1-byte ping-pong: the first ~1000 messages 0.22-0.28 us instead
+ * of 0.14-0.18). Only rings in use are touched: a large node's unused pairs commit no memory. */
 static void touch_ring(vnode_t * v, vnode_tx_t * t)
 {
-    for (uint64_t i = 0; i < v->L.ncells; i++)
-        VNODE_STORE(&cell_at(t->cells, i)->seq, 0, RELAXED);
+    for (uint64_t i = 0; i < v->L.nunits; i += VNODE_CELL / VNODE_UNIT)
+        VNODE_STORE(word_at(t->units, i), 0, RELAXED);
     t->touched = true;
 }
 
@@ -86,17 +105,18 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
                           "(hlen %zu, len %zu, max_pkt %zu)%s", dst, v->nlocal, hlen, len,
                           v->cfg.max_pkt, v->attached ? "" : " before vnode_attach");
     vnode_tx_t *t = &v->tx[dst];
-    uint64_t ncells = v->L.ncells;
+    uint64_t nunits = v->L.nunits;
     if (__builtin_expect(!t->touched, 0))
         touch_ring(v, t);
-    uint64_t k = (VNODE_CELL_HDR + hlen + len + VNODE_CELL - 1) / VNODE_CELL;
+    size_t body = hlen + len;
+    uint64_t k = vnode_rec_units(body);
     uint64_t pos = t->head & v->mask;
-    uint64_t pad = pos + k > ncells ? ncells - pos : 0;
-    uint64_t need = pad + k;
+    uint64_t pad = pos + k > nunits ? nunits - pos : 0;
+    uint64_t need = pad + k + 1;        /* + the unit the sender zeroes after the record */
 
-    if (t->head + need - t->tail > ncells) {
+    if (t->head + need - t->tail > nunits) {
         t->tail = VNODE_LOAD(&t->ctl->tail, ACQUIRE);
-        if (t->head + need - t->tail > ncells) {
+        if (t->head + need - t->tail > nunits) {
             if (!t->waiting) {
                 VNODE_STORE(&t->ctl->tx_wait, 1, RELAXED);
                 t->waiting = true;
@@ -104,31 +124,45 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
             }
             VNODE_FENCE();
             t->tail = VNODE_LOAD(&t->ctl->tail, ACQUIRE);
-            if (t->head + need - t->tail > ncells) {
+            if (t->head + need - t->tail > nunits) {
                 t->want = (uint32_t) need;
                 v->stats.ring_full++;
                 return VNODE_AGAIN;
             }
         }
     }
-    vnode_cell_hdr_t *c;
     if (pad) {
-        c = cell_at(t->cells, pos);
-        c->len = (uint32_t) (pad * VNODE_CELL - VNODE_CELL_HDR);
-        c->src = (uint16_t) v->local;
-        c->hlen = VNODE_PAD_HLEN;
-        VNODE_STORE(&c->seq, t->head, RELEASE);
+        vnode_long_hdr_t *h = (vnode_long_hdr_t *) unit_at(t->units, pos);
+        h->len = (uint32_t) (pad * VNODE_UNIT - VNODE_LONG_HDR);
+        h->hlen = VNODE_PAD_HLEN;
+        h->src = (uint16_t) v->local;
+        pos = 0;        /* a line start: the receiver zeroed it (rx_publish) */
+        VNODE_STORE(&h->word, VNODE_MARK(t->head), RELEASE);
         t->head += pad;
-        pos = 0;
     }
-    c = cell_at(t->cells, pos);
-    memcpy(c + 1, hdr, hlen);
-    if (len)
-        memcpy((char *) (c + 1) + hlen, data, len);
-    c->len = (uint32_t) (hlen + len);
-    c->src = (uint16_t) v->local;
-    c->hlen = (uint16_t) hlen;
-    VNODE_STORE(&c->seq, t->head, RELEASE);
+    char *u = unit_at(t->units, pos);
+    uint32_t word;
+    if (body <= VNODE_SHORT_MAX) {
+        memcpy(u + VNODE_SHORT_HDR, hdr, hlen);
+        if (len)
+            memcpy(u + VNODE_SHORT_HDR + hlen, data, len);
+        word = VNODE_SHORT_WORD(t->head, body, hlen);
+    } else {
+        vnode_long_hdr_t *h = (vnode_long_hdr_t *) u;
+        h->len = (uint32_t) body;
+        h->hlen = (uint16_t) hlen;
+        h->src = (uint16_t) v->local;
+        memcpy(u + VNODE_LONG_HDR, hdr, hlen);
+        if (len)
+            memcpy(u + VNODE_LONG_HDR + hlen, data, len);
+        word = VNODE_MARK(t->head);
+    }
+    /* the receiver looks at the next unit next: inside this line it is ours to zero (the
+     * line is here already); a line start the receiver zeroed before it let us reuse it, and
+     * zeroing it here would pull the line the receiver polls next away from it */
+    if ((pos + k) % LINE_UNITS)
+        VNODE_STORE(word_at(t->units, pos + k), 0, RELAXED);
+    VNODE_STORE((uint32_t *) u, word, RELEASE);
     t->head += k;
     if (t->waiting) {
         VNODE_STORE(&t->ctl->tx_wait, 0, RELAXED);
@@ -150,10 +184,11 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
     return VNODE_OK;
 }
 
+/* Something to look at: a record, or a malformed word that the next drain reports */
 static bool rx_ready(vnode_t * v, int p)
 {
     vnode_rx_t *r = &v->rx[p];
-    return VNODE_LOAD(&cell_at(r->cells, r->tail & v->mask)->seq, ACQUIRE) == r->tail;
+    return VNODE_LOAD(word_at(r->units, r->tail & v->mask), ACQUIRE) != 0;
 }
 
 static int malformed(vnode_t * v, int p, const char *fmt, ...)
@@ -167,7 +202,7 @@ static int malformed(vnode_t * v, int p, const char *fmt, ...)
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
     vnode_fail(v, VNODE_ERR_MALFORMED, "vnode: malformed packet from local rank %d to "
-               "local rank %d at cell index %llu: %s", p, v->local,
+               "local rank %d at unit index %llu: %s", p, v->local,
                (unsigned long long) v->rx[p].tail, what);
     v->err_peer = p;
     return VNODE_ERR_MALFORMED;
@@ -176,8 +211,15 @@ static int malformed(vnode_t * v, int p, const char *fmt, ...)
 /* Publishes the tail when due, and wakes a sender waiting for room. */
 static void rx_publish(vnode_t * v, int p, vnode_rx_t * r)
 {
-    if (r->tail - r->pub < v->L.ncells / 4 && !VNODE_LOAD(&r->ctl->tx_wait, RELAXED))
+    if (r->tail - r->pub < v->L.nunits / 4 && !VNODE_LOAD(&r->ctl->tx_wait, RELAXED))
         return;
+    /* the start of every line the sender may now reuse reads 0 until it writes there again
+     * (vnode_send zeroes only a next unit inside the line it wrote). Also for speed: the
+     * sender's next lap takes these lines from this core's cache in one transfer; left
+     * shared, a 2-4 KiB ping-pong whose receiver copies the data out was 1.3-1.5x slower. */
+    for (uint64_t u = (r->pub + LINE_UNITS - 1) & ~(uint64_t) (LINE_UNITS - 1); u < r->tail;
+         u += LINE_UNITS)
+        VNODE_STORE(word_at(r->units, u & v->mask), 0, RELAXED);
     VNODE_STORE(&r->ctl->tail, r->tail, RELEASE);
     r->pub = r->tail;
     VNODE_FENCE();
@@ -189,47 +231,55 @@ static void rx_publish(vnode_t * v, int p, vnode_rx_t * r)
 static int rx_drain(vnode_t * v, int p, int max, vnode_rx_fn_t fn, void *arg)
 {
     vnode_rx_t *r = &v->rx[p];
-    uint64_t ncells = v->L.ncells, mask = v->mask;
+    uint64_t nunits = v->L.nunits, mask = v->mask;
     int n = 0;
     while (n < max) {
         uint64_t pos = r->tail & mask;
-        vnode_cell_hdr_t *c = cell_at(r->cells, pos);
-        uint64_t seq = VNODE_LOAD(&c->seq, ACQUIRE);
-        if (seq != r->tail) {
-            /* empty: a zeroed word, or a header of an earlier lap at this position */
-            if (seq != 0 && (seq > r->tail || (seq & mask) != pos))
-                return malformed(v, p, "sequence %llu in cell %llu, expected %llu or an "
-                                 "earlier lap's", (unsigned long long) seq,
-                                 (unsigned long long) pos, (unsigned long long) r->tail);
+        char *u = unit_at(r->units, pos);
+        uint32_t word = VNODE_LOAD((uint32_t *) u, ACQUIRE);
+        if (word == 0)
             break;
-        }
+        if ((word & 0xffff) != VNODE_MARK(r->tail))
+            return malformed(v, p, "mark 0x%x in unit %llu, expected 0x%x or 0",
+                             (unsigned) (word & 0xffff), (unsigned long long) pos,
+                             (unsigned) VNODE_MARK(r->tail));
         /* read once: a broken peer must not change what was validated */
-        uint32_t len = VNODE_LOAD(&c->len, RELAXED);
-        unsigned src = VNODE_LOAD(&c->src, RELAXED), hlen = VNODE_LOAD(&c->hlen, RELAXED);
-        if (src != (unsigned) p)
-            return malformed(v, p, "source field %u in the ring of local rank %d", src, p);
-        if (hlen == VNODE_PAD_HLEN) {
-            if (pos == 0 || ncells - pos >= v->L.max_cells ||
-                len != (ncells - pos) * VNODE_CELL - VNODE_CELL_HDR)
-                return malformed(v, p, "PAD record at cell %llu covering %u bytes; a PAD only "
-                                 "fills a ring end shorter than the largest record (%u cells)",
-                                 (unsigned long long) pos, len, v->L.max_cells);
-            r->tail += ncells - pos;
-            continue;
+        uint32_t len = (word >> 16) & 0xff;
+        unsigned hlen = word >> 24;
+        const char *h = u + VNODE_SHORT_HDR;
+        bool is_long = len == 0;
+        if (is_long) {
+            const vnode_long_hdr_t *lh = (const vnode_long_hdr_t *) u;
+            unsigned src = VNODE_LOAD(&lh->src, RELAXED);
+            len = VNODE_LOAD(&lh->len, RELAXED);
+            hlen = VNODE_LOAD(&lh->hlen, RELAXED);
+            h = u + VNODE_LONG_HDR;
+            if (src != (unsigned) p)
+                return malformed(v, p, "source field %u in the ring of local rank %d", src, p);
+            if (hlen == VNODE_PAD_HLEN) {
+                if (pos == 0 || nunits - pos >= v->L.max_units ||
+                    len != (nunits - pos) * VNODE_UNIT - VNODE_LONG_HDR)
+                    return malformed(v, p, "PAD record at unit %llu covering %u bytes; a PAD "
+                                     "only fills a ring end shorter than the largest record "
+                                     "(%u units)", (unsigned long long) pos, len,
+                                     v->L.max_units);
+                r->tail += nunits - pos;
+                continue;
+            }
         }
         if (len == 0 || len > v->cfg.max_pkt)
             return malformed(v, p, "length %u, must be 1..%zu", len, v->cfg.max_pkt);
+        if (is_long && len <= VNODE_SHORT_MAX)   /* its size would be misread */
+            return malformed(v, p, "long record of %u bytes (up to %d are short)", len,
+                             VNODE_SHORT_MAX);
         if (hlen == 0 || hlen > len)
             return malformed(v, p, "header length %u of a %u-byte packet", hlen, len);
-        uint64_t k = (VNODE_CELL_HDR + len + VNODE_CELL - 1) / VNODE_CELL;
-        if (pos + k > ncells)
-            return malformed(v, p, "a %llu-cell record at cell %llu runs past the ring end "
-                             "(%llu cells)", (unsigned long long) k, (unsigned long long) pos,
-                             (unsigned long long) ncells);
-        const char *h = (const char *) (c + 1);
+        uint64_t k = vnode_rec_units(len);
+        if (pos + k > nunits)
+            return malformed(v, p, "a %llu-unit record at unit %llu runs past the ring end "
+                             "(%llu units)", (unsigned long long) k, (unsigned long long) pos,
+                             (unsigned long long) nunits);
         fn(arg, p, h, hlen, h + hlen, len - hlen);
-        for (uint64_t i = 1; i < k; i++)
-            VNODE_STORE(&cell_at(r->cells, pos + i)->seq, 0, RELAXED);
         r->tail += k;
         n++;
     }
@@ -363,19 +413,19 @@ bool vnode_tx_room(vnode_t * v)
         if (!t->waiting)
             continue;
         t->tail = VNODE_LOAD(&t->ctl->tail, ACQUIRE);
-        if (t->head + t->want - t->tail <= v->L.ncells)
+        if (t->head + t->want - t->tail <= v->L.nunits)
             return true;
     }
     return false;
 }
 
 #ifdef VNODE_TEST_HOOKS
-void *vnode_test_cell(vnode_t * v, int dst, uint64_t * seq, uint64_t * ncells)
+void *vnode_test_cell(vnode_t * v, int dst, uint64_t * seq, uint64_t * nunits)
 {
     vnode_tx_t *t = &v->tx[dst];
     *seq = t->head;
-    *ncells = v->L.ncells;
-    return cell_at(t->cells, t->head & v->mask);
+    *nunits = v->L.nunits;
+    return unit_at(t->units, t->head & v->mask);
 }
 
 int vnode_test_ndirect(const vnode_t * v)

@@ -66,15 +66,15 @@ int vnode_layout(const vnode_config_t * cfg, vnode_layout_t * L, char *err, size
         snprintf(err, errlen, "vnode: ring_bytes = %zu is too large", cfg->ring_bytes);
         return VNODE_ERR_INVAL;
     }
-    size_t rec = round_up(VNODE_CELL_HDR + cfg->max_pkt, VNODE_CELL);
+    size_t rec = round_up(VNODE_LONG_HDR + cfg->max_pkt, VNODE_UNIT);
     size_t rb = cfg->ring_bytes < 4 * rec ? 4 * rec : cfg->ring_bytes;
     size_t p2 = VNODE_CELL;
     while (p2 < rb)
         p2 <<= 1;
     size_t n = cfg->nlocal;
     L->ring_bytes = p2;
-    L->ncells = p2 / VNODE_CELL;
-    L->max_cells = rec / VNODE_CELL;
+    L->nunits = p2 / VNODE_UNIT;
+    L->max_units = rec / VNODE_UNIT;
     L->off_ranks = round_up(sizeof(vnode_seg_hdr_t), VNODE_CELL);
     L->off_summary = L->off_ranks + n * sizeof(vnode_seg_rank_t);
     L->summary_stride = round_up((n + 63) / 64 * sizeof(uint64_t), VNODE_CELL);
@@ -233,7 +233,7 @@ int vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t err
         snprintf(v->shm_name, sizeof(v->shm_name), "/amlapi-%u-%s", v->uid, v->job);
         v->local = cfg->local;
         v->nlocal = cfg->nlocal;
-        v->mask = v->L.ncells - 1;
+        v->mask = v->L.nunits - 1;
         v->tx = calloc(v->nlocal, sizeof(*v->tx));
         v->rx = calloc(v->nlocal, sizeof(*v->rx));
         if (!v->tx || !v->rx)

@@ -108,7 +108,7 @@ typedef struct vnode_long_hdr {
     uint32_t len;               /* hlen + len; PAD: the bytes it covers after this header */
     uint16_t hlen;              /* VNODE_PAD_HLEN: PAD */
     uint16_t src;               /* sender's local index */
-    uint32_t zero;
+    uint32_t spare;             /* not written */
 } vnode_long_hdr_t;
 
 /* Never 0 (an empty unit), and the low 15 bits of the index: a record out of place is caught */

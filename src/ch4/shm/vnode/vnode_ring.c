@@ -29,11 +29,11 @@
  *
  * Finding work: a receiver polls up to cfg.direct peers' rings directly; the other senders
  * set their bit in its summary bitmap after publishing a packet (only when it is clear). The
- * receiver writes a ring's "direct" word to tell the sender which. Sender: store the word, fence,
- * load direct (then the bitmap, then the receiver's sleeping word). Receiver demoting a peer:
- * store direct = 0, fence, look at the ring once more: one of them sees the other. The
- * receiver clears a bit (fetch_and, fence) before draining that ring, so a packet published
- * after the clear sets it again. A peer found through the summary takes a free direct slot;
+ * receiver writes a ring's "direct" word to tell the sender which. Sender: store the first
+ * word, fence, load direct (then the bitmap, then the receiver's sleeping word). Receiver
+ * demoting a peer: store direct = 0, fence, look at the ring once more: one of them sees the
+ * other. The receiver clears a bit (fetch_and, fence) before draining that ring, so a packet
+ * published after the clear sets it again. A peer found through the summary takes a free direct slot;
  * a direct peer idle for VNODE_IDLE_DEMOTE polls gives its slot up. When every peer fits in
  * the direct slots the summary is never touched: a small packet costs at most a cache line.
  */
@@ -91,7 +91,7 @@ int vnode_ring_setup(vnode_t * v)
  * of 0.14-0.18). Only rings in use are touched: a large node's unused pairs commit no memory. */
 static void touch_ring(vnode_t * v, vnode_tx_t * t)
 {
-    for (uint64_t i = 0; i < v->L.nunits; i += VNODE_CELL / VNODE_UNIT)
+    for (uint64_t i = 0; i < v->L.nunits; i += LINE_UNITS)
         VNODE_STORE(word_at(t->units, i), 0, RELAXED);
     t->touched = true;
 }
@@ -112,7 +112,7 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
     uint64_t k = vnode_rec_units(body);
     uint64_t pos = t->head & v->mask;
     uint64_t pad = pos + k > nunits ? nunits - pos : 0;
-    uint64_t need = pad + k + 1;        /* + the unit the sender zeroes after the record */
+    uint64_t need = pad + k + 1;        /* + the unit after it, the receiver's next look */
 
     if (t->head + need - t->tail > nunits) {
         t->tail = VNODE_LOAD(&t->ctl->tail, ACQUIRE);

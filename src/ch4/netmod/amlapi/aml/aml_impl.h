@@ -558,7 +558,20 @@ void aml_handler_run(aml_t * aml, unsigned handler, int type, uint32_t src, cons
     uint64_t aligned[AML_MAX_UHDR / 8];
     aml_msg_info_t info;
     if (((uintptr_t) uhdr & 7) && uhdr_len) {
-        memcpy(aligned, uhdr, uhdr_len);
+        /* an MPI envelope (12 or 16 bytes) comes at 4 bytes off 8 in vnode's short records:
+         * word by word, as memcpy of a variable length became a rep movs that cost 6-10 ns
+         * per message (a quarter of the receive path in a message-rate profile) */
+        if (uhdr_len <= 32) {
+            char *a = (char *) aligned;
+            const char *u = (const char *) uhdr;
+            size_t i = 0;
+            for (; i + 4 <= uhdr_len; i += 4)
+                memcpy(a + i, u + i, 4);
+            for (; i < uhdr_len; i++)
+                a[i] = u[i];
+        } else {
+            memcpy(aligned, uhdr, uhdr_len);
+        }
         uhdr = aligned;
     }
     info.src = (int) src;

@@ -385,6 +385,110 @@ static int t_order(rank_ctx_t * c)
     return 0;
 }
 
+/* small-message handler: it comes first for compact one-packet messages, sees the user header
+ * as it travelled (unaligned when the header is not a multiple of 8 bytes) and the data in
+ * place; what it declines, and every other message, goes to the header handler, all in the
+ * order sent. Bad registrations are refused. */
+typedef struct {
+    int small_seen, small_taken, hdr_seen, bad, order;
+    uint32_t next;
+} small_state_t;
+
+static small_state_t sm;
+
+/* user header: 4-byte index, then 9 bytes of pattern (13: never a multiple of 8) */
+#define SMALL_UHDR 13
+
+static int small_check(uint32_t i, const unsigned char *u, const void *data, size_t len)
+{
+    unsigned char want[SMALL_UHDR];
+    memcpy(want, &i, 4);
+    fill(want + 4, SMALL_UHDR - 4, 1, i);
+    if (memcmp(u, want, SMALL_UHDR) != 0)
+        return 1;
+    if (len != (i * 29) % 220 || first_bad(data, len, 0, i) != (size_t) -1)
+        return 1;
+    return 0;
+}
+
+static int small_fn(aml_t * aml, void *ctx, int src, const void *uhdr, size_t uhdr_len,
+                    const void *data, size_t len)
+{
+    uint32_t i;
+    (void) aml;
+    sm.small_seen++;
+    if (ctx != &sm || src != 0 || uhdr_len != SMALL_UHDR) {
+        sm.bad++;
+        return 0;
+    }
+    memcpy(&i, uhdr, 4);
+    if (i % 3 == 0)
+        return 0;       /* declined: the header handler must see it, next */
+    if (i != sm.next++)
+        sm.order++;
+    if (small_check(i, uhdr, data, len))
+        sm.bad++;
+    sm.small_taken++;
+    return 1;
+}
+
+static int small_hdr_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
+                             aml_recv_t * recv)
+{
+    uint32_t i;
+    (void) aml;
+    (void) recv;
+    sm.hdr_seen++;
+    if (ctx != &sm || info->uhdr_len != SMALL_UHDR || !info->data ||
+        ((uintptr_t) info->uhdr & 7)) {
+        sm.bad++;
+        return 0;
+    }
+    memcpy(&i, info->uhdr, 4);
+    if (i != sm.next++)
+        sm.order++;
+    if (i % 3 != 0 || small_check(i, info->uhdr, info->data, info->msg_len))
+        sm.bad++;
+    return 0;
+}
+
+static int t_small_handler(rank_ctx_t * c)
+{
+    const uint32_t nmsg = 3000;
+    unsigned char u[SMALL_UHDR], d[256];
+    memset(&sm, 0, sizeof(sm));
+    CHECK(aml_register_small_handler(c->aml, 7, small_fn) == AML_ERR_INVAL,
+          "small handler accepted for an id with no header handler");
+    CHECK(aml_register_small_handler(c->aml, AML_MAX_HANDLERS, small_fn) == AML_ERR_INVAL,
+          "small handler accepted for id %d", AML_MAX_HANDLERS);
+    CHECK_OK(aml_register_handler(c->aml, 7, small_hdr_handler, &sm));
+    CHECK_OK(aml_register_small_handler(c->aml, 7, small_fn));
+    test_barrier(c);
+    if (c->rank == 0) {
+        aml_cntr_t org;
+        CHECK_OK(aml_cntr_init(c->aml, &org, 0));
+        for (uint32_t i = 0; i < nmsg; i++) {
+            size_t n = (i * 29) % 220;
+            memcpy(u, &i, 4);
+            fill(u + 4, SMALL_UHDR - 4, 1, i);
+            fill(d, n, 0, i);
+            /* inline, and from the caller's buffer as a payload when longer than that */
+            CHECK_OK(aml_amsend(c->aml, 1, 7, u, SMALL_UHDR, d, n, NULL, &org, NULL));
+            CHECK_OK(aml_cntr_wait(c->aml, &org, 1));
+        }
+    } else {
+        while (sm.small_taken + sm.hdr_seen < (int) nmsg && !sm.bad)
+            aml_progress(c->aml);
+        CHECK(sm.bad == 0 && sm.order == 0, "%d bad, %d out of order", sm.bad, sm.order);
+        CHECK(sm.small_taken == (int) (nmsg - (nmsg + 2) / 3) &&
+              sm.hdr_seen == (int) ((nmsg + 2) / 3), "small handler took %d, header handler "
+              "saw %d", sm.small_taken, sm.hdr_seen);
+    }
+    CHECK_OK(aml_barrier(c->aml));
+    CHECK_OK(aml_register_small_handler(c->aml, 7, NULL));
+    return 0;
+}
+
 /* compact packets (no target counter) in a burst at a receiver that is not polling, so
  * UCX's FIFO fills: inline ones fall back to descriptors, larger ones (sent from the caller's
  * buffer) complete later; interleaved with full-header packets (target counter) and
@@ -1963,6 +2067,7 @@ typedef struct {
 
 static const test_t tests[] = {
     {"handlers", 3, t_handlers, NULL},
+    {"small_handler", 2, t_small_handler, NULL},
     {"sizes", 2, t_sizes, NULL},
     {"sizes_eager", 2, t_sizes, force_eager},
     {"sizes_rndv", 2, t_sizes, force_rndv},

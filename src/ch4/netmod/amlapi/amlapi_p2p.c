@@ -71,6 +71,9 @@ int MPIDI_AMLAPI_p2p_init(void)
     rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_P2P,
                               MPIDI_AMLAPI_p2p_handler, NULL);
     MPIDI_AMLAPI_CHK(rc, "aml_register_handler");
+    rc = aml_register_small_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_P2P,
+                                    MPIDI_AMLAPI_p2p_small);
+    MPIDI_AMLAPI_CHK(rc, "aml_register_small_handler");
     rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_CTRL,
                               MPIDI_AMLAPI_ctrl_handler, NULL);
     MPIDI_AMLAPI_CHK(rc, "aml_register_handler");

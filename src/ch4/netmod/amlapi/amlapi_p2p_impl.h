@@ -129,6 +129,8 @@ void MPIDI_AMLAPI_posted_append(MPIR_Request * rreq);
 void MPIDI_AMLAPI_posted_remove(MPIR_Request * rreq);
 int MPIDI_AMLAPI_p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
                              aml_recv_t * recv);
+int MPIDI_AMLAPI_p2p_small(aml_t * aml, void *ctx, int src, const void *uhdr, size_t uhdr_len,
+                           const void *data, size_t len);
 
 /* amlapi_recv.c: a matched receive's status, landing and completion */
 void MPIDI_AMLAPI_recv_set_status(MPIR_Request * rreq, const MPIDI_AMLAPI_p2p_hdr_t * h,

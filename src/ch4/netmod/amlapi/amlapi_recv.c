@@ -59,7 +59,7 @@ void MPIDI_AMLAPI_recv_copy_out(MPIR_Request * rreq, const void *data, MPI_Aint 
         return;
     MPIDI_Datatype_check_contig_lb(REQ(rreq).datatype, contig, true_lb);
     if (contig) {
-        MPIR_Memcpy(MPIR_get_contig_ptr(REQ(rreq).buf, true_lb), data, n);
+        aml_copy_small(MPIR_get_contig_ptr(REQ(rreq).buf, true_lb), data, n);
         return;
     }
     rc = MPIR_Typerep_unpack(data, n, REQ(rreq).buf, REQ(rreq).count, REQ(rreq).datatype, 0,

@@ -523,6 +523,14 @@ int aml_register_handler(aml_t * aml, unsigned id, aml_hdr_handler_t fn, void *c
     return AML_OK;
 }
 
+int aml_register_small_handler(aml_t * aml, unsigned id, aml_small_handler_t fn)
+{
+    if (!aml || id >= AML_MAX_HANDLERS || !aml->handlers[id].fn)
+        return AML_ERR_INVAL;
+    aml->handlers[id].small = fn;
+    return AML_OK;
+}
+
 /* ---- the end -------------------------------------------------------------------------- */
 
 /* Finalize is two rounds of QUIESCE packets, each sequenced behind everything its sender sent

@@ -299,31 +299,9 @@ int aml_rx(aml_t * aml, const void *header, size_t header_length, void *data, si
     aml_peer_t *p;
 
     /* fast path: a well-formed compact packet in sequence */
-    if (AML_LIKELY(header_length >= sizeof(aml_spkt_t) &&
-                   *(const uint8_t *) header == AML_PKT_ONE_SHORT)) {
-        aml_spkt_t s;
-        uint32_t src;
-        memcpy(&s, header, sizeof(s));
-        src = AML_SPKT_SRC(&s);
-        if (AML_LIKELY(aml_src_ok(aml, src) && aml_handler_ok(aml, s.handler) &&
-                       aml_uhdr_len_ok(aml, s.uhdr_len) &&
-                       aml_spkt_split_ok(header_length, s.uhdr_len, length) &&
-                       aml_delivery_ok(AML_PKF_ONE_SHORT, 0, by_rndv))) {
-            p = &aml->peers[src];
-            if (AML_LIKELY(s.seq == (uint16_t) p->rx_seq && !p->ooo)) {
-                const char *uhdr = (const char *) header + sizeof(s);
-                p->rx_seq++;
-                aml->in_dispatch++;
-                if (length)
-                    aml_onepacket_recv_compact(aml, &s, uhdr, data, length);
-                else
-                    aml_onepacket_recv_compact(aml, &s, uhdr, uhdr + s.uhdr_len,
-                                               header_length - sizeof(s) - s.uhdr_len);
-                aml->in_dispatch--;
-                return 0;
-            }
-        }
-    }
+    if (AML_LIKELY(!by_rndv) &&
+        aml_rx_onepacket(aml, header, header_length, data, length, -1))
+        return 0;
 
     /* fast path: a well-formed compact transport-rendezvous scout in sequence */
     if (AML_LIKELY(header_length >= sizeof(aml_mpkt_t) &&

@@ -146,9 +146,10 @@ int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x)
     return AML_OK;
 }
 
-/* The dispatcher's fast path: a compact packet, in sequence, whose handler and lengths it
- * checked; data and len: in the transport's header after the user header, or the payload. No
- * counter, no CMPL, no aml_pkt_t to fill. */
+/* A compact packet, in sequence, whose handler and lengths the dispatcher's fast path
+ * (aml_rx_onepacket) checked, and which the handler's small-message handler, if any, left
+ * to the header handler; data and len: in the transport's header after the user header, or
+ * the payload. No counter, no CMPL, no aml_pkt_t to fill. */
 void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *uhdr,
                                 const char *data, size_t len)
 {

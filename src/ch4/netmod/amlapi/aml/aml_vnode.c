@@ -362,6 +362,9 @@ static void vn_rx(void *arg, int src, const void *hdr, size_t hlen, const void *
     aml_t *aml = arg;
     struct aml_vnode *n = aml->vnode;
     int rank = n->rank_of[src];
+    /* the common small message first; it checks the header's sender against the FIFO's */
+    if (AML_LIKELY(aml_rx_onepacket(aml, hdr, hlen, data, len, rank)))
+        return;
     int64_t claimed = aml_pkt_claimed_src(hdr, hlen);
     /* out of range: the dispatcher names it as for any transport */
     if (AML_UNLIKELY(claimed != rank && claimed >= 0 && claimed < aml->size))

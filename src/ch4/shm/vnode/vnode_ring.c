@@ -96,6 +96,23 @@ static void touch_ring(vnode_t * v, vnode_tx_t * t)
     t->touched = true;
 }
 
+/* n bytes into a record; up to 64 by fixed-size moves (overlapping at the end): a small
+ * packet's copy as a call of memcpy cost more than the copy */
+static inline void copy_in(char *d, const void *src, size_t n)
+{
+    const char *s = src;
+    if (n >= 16 && n <= 64) {
+        for (size_t i = 0; i + 16 < n; i += 16)
+            memcpy(d + i, s + i, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8 && n < 16) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else {
+        memcpy(d, s, n);
+    }
+}
+
 int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *data,
                size_t len)
 {
@@ -143,9 +160,9 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
     char *u = unit_at(t->units, pos);
     uint32_t word;
     if (body <= VNODE_SHORT_MAX) {
-        memcpy(u + VNODE_SHORT_HDR, hdr, hlen);
+        copy_in(u + VNODE_SHORT_HDR, hdr, hlen);
         if (len)
-            memcpy(u + VNODE_SHORT_HDR + hlen, data, len);
+            copy_in(u + VNODE_SHORT_HDR + hlen, data, len);
         word = VNODE_SHORT_WORD(t->head, body, hlen);
     } else {
         vnode_long_hdr_t *h = (vnode_long_hdr_t *) u;
@@ -331,7 +348,7 @@ static int poll_summary(vnode_t * v, int budget, vnode_rx_fn_t fn, void *arg)
 {
     int total = 0, nw = v->nwords, start = v->rr_summary, sb = start % 64;
     for (int i = 0; i <= nw && budget > 0; i++) {
-        int w = (start / 64 + i) % nw;
+        int w = start / 64 + i < nw ? start / 64 + i : start / 64 + i - nw;
         uint64_t word = VNODE_LOAD(&v->summary[w], RELAXED);
         if (i == 0)
             word &= ~0ULL << sb;
@@ -351,7 +368,7 @@ static int poll_summary(vnode_t * v, int budget, vnode_rx_fn_t fn, void *arg)
                 return n;
             budget -= n;
             total += n;
-            v->rr_summary = (p + 1) % v->nlocal;
+            v->rr_summary = p + 1 < v->nlocal ? p + 1 : 0;
             if (v->rx[p].slot < 0 && v->ndirect < v->cfg.direct)
                 promote(v, p);
             else if (v->rx[p].slot < 0 && rx_ready(v, p))
@@ -370,9 +387,13 @@ int vnode_poll(vnode_t * v, vnode_rx_fn_t fn, void *arg)
     /* busy direct peers must not starve the summary's: they get half the batch */
     int budget = v->all_direct ? VNODE_BATCH : VNODE_BATCH / 2, total = 0, nd = v->ndirect;
     if (nd) {
-        unsigned start = v->rr_direct++;
+        /* the start rotates for fairness, with no division: a div per pass drew half of
+         * vnode_poll's samples in a blocked receive's poll loop */
+        unsigned j = v->rr_direct < (unsigned) nd ? v->rr_direct : 0;
+        v->rr_direct = j + 1 < (unsigned) nd ? j + 1 : 0;
         for (int i = 0; i < nd && budget > 0; i++) {
-            int p = v->direct[(start + i) % nd];
+            int p = v->direct[j];
+            j = j + 1 < (unsigned) nd ? j + 1 : 0;
             int n = rx_drain(v, p, budget < VNODE_PEER_BATCH ? budget : VNODE_PEER_BATCH, fn,
                              arg);
             if (n < 0)

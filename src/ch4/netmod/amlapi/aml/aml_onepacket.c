@@ -34,10 +34,8 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
     aml_sdesc_t *d;
 
     aml_spkt_fill(s, p, true, AML_PKT_ONE_SHORT, handler, uhdr_len);
-    if (uhdr_len)
-        memcpy(s + 1, uhdr, uhdr_len);
-    if (len)
-        memcpy((char *) (s + 1) + uhdr_len, data, len);
+    aml_copy_small(s + 1, uhdr, uhdr_len);
+    aml_copy_small((char *) (s + 1) + uhdr_len, data, len);
     aml_stat(aml, AML_PROTO_ONEPACKET, len);
     p->dirty = true;
 

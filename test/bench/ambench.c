@@ -125,23 +125,25 @@ static double bandwidth(size_t size, int bidir)
     return (double) size * window * n * (bidir ? 2 : 1) / t / 1e6;
 }
 
+static int rma_agree(double t, int k, double seconds, int lo);
+
 /* Message rate with nprocs/2 pairs (rank i sends to rank i + nprocs/2): million messages per
- * second, summed over pairs. */
-static double msgrate(size_t size)
+ * second, summed over pairs. Like the collectives, a sample lasts about RATE_SECONDS after
+ * about 20 ms of warm-up, not a fixed count: 500 windows of 8-byte messages lasted 1.5 ms, and
+ * the 7 repetitions of one run then ranged 9-23 Mmsg/s for the same build. -i N: 3 (or -w)
+ * warm-up windows and N measured. */
+#define RATE_SECONDS 0.2
+
+static double msgrate_run(size_t size, int n)
 {
-    int i, j, half = nprocs / 2, n = windows_for(size), w = 3;
+    int i, j, half = nprocs / 2;
     MPI_Request req[256];
-    double t0 = 0, t, rate, sum = 0;
     char ack = 0;
     int sender = rank < half, peer = sender ? rank + half : rank - half;
-    int active = rank < 2 * half;
-    for (i = 0; i < n + w; i++) {
-        if (i == w) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            t0 = MPI_Wtime();
-        }
-        if (!active)
-            continue;
+    double t0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    for (i = 0; i < n && rank < 2 * half; i++) {
         for (j = 0; j < window; j++) {
             if (sender)
                 MPI_Isend(sbuf, (int) size, MPI_CHAR, peer, 4, MPI_COMM_WORLD, &req[j]);
@@ -154,8 +156,24 @@ static double msgrate(size_t size)
         else
             MPI_Send(&ack, 1, MPI_CHAR, peer, 5, MPI_COMM_WORLD);
     }
-    t = MPI_Wtime() - t0;
-    rate = (active && sender) ? (double) window * n / t / 1e6 : 0;
+    return MPI_Wtime() - t0;
+}
+
+static double msgrate(size_t size)
+{
+    int k = 10, n, half = nprocs / 2;
+    double t, rate, sum = 0;
+    if (iters_arg) {
+        msgrate_run(size, warmup_arg ? warmup_arg : 3);
+        n = iters_arg;
+    } else {
+        t = msgrate_run(size, k);
+        k = rma_agree(t, k, 0.02, 10);
+        t = msgrate_run(size, k);
+        n = rma_agree(t, k, RATE_SECONDS, 20);
+    }
+    t = msgrate_run(size, n);
+    rate = rank < half ? (double) window * n / t / 1e6 : 0;
     MPI_Reduce(&rate, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     return sum;
 }
@@ -193,8 +211,6 @@ static double coll_time(size_t size, int which, int n)
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return tmax;
 }
-
-static int rma_agree(double t, int k, double seconds, int lo);
 
 /* Like the one-sided steps (rma_timed), a sample lasts about COLL_SECONDS after about 20 ms of
  * warm-up, not a fixed count: with more ranks than cores a call costs several context

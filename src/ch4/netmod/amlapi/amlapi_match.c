@@ -9,13 +9,6 @@
 
 /* ---- the two queues ------------------------------------------------------------------- */
 
-static inline int envelope_match(int rank, int tag, int context_id,
-                                 const MPIDI_AMLAPI_p2p_hdr_t * h)
-{
-    return context_id == h->context_id && (rank == MPI_ANY_SOURCE || rank == h->src) &&
-        (tag == MPI_ANY_TAG || tag == MPIR_TAG_MASK_ERROR_BITS(h->tag));
-}
-
 static void ue_enqueue(MPIDI_AMLAPI_ue_t * ue)
 {
     ue->next = NULL;
@@ -49,27 +42,6 @@ void MPIDI_AMLAPI_ue_dequeue(MPIDI_AMLAPI_ue_t * ue)
     MPIDI_AMLAPI_pv.ue_bytes -= ue->held;
 }
 
-MPIDI_AMLAPI_ue_t *MPIDI_AMLAPI_ue_find(int rank, int tag, int context_id)
-{
-    for (MPIDI_AMLAPI_ue_t * ue = MPIDI_AMLAPI_p2p.ue_head; ue; ue = ue->next)
-        if (envelope_match(rank, tag, context_id, &ue->hdr))
-            return ue;
-    return NULL;
-}
-
-void MPIDI_AMLAPI_posted_append(MPIR_Request * rreq)
-{
-    REQ(rreq).next = NULL;
-    REQ(rreq).prev = MPIDI_AMLAPI_p2p.posted_tail;
-    if (MPIDI_AMLAPI_p2p.posted_tail)
-        REQ(MPIDI_AMLAPI_p2p.posted_tail).next = rreq;
-    else
-        MPIDI_AMLAPI_p2p.posted_head = rreq;
-    MPIDI_AMLAPI_p2p.posted_tail = rreq;
-    REQ(rreq).flags |= MPIDI_AMLAPI_RF_POSTED;
-    MPIDI_AMLAPI_pv.posted++;
-}
-
 void MPIDI_AMLAPI_posted_remove(MPIR_Request * rreq)
 {
     MPIR_Request *prev = REQ(rreq).prev, *next = REQ(rreq).next;
@@ -85,10 +57,11 @@ void MPIDI_AMLAPI_posted_remove(MPIR_Request * rreq)
     MPIDI_AMLAPI_pv.posted--;
 }
 
-static MPIR_Request *posted_find(const MPIDI_AMLAPI_p2p_hdr_t * h)
+static inline __attribute__ ((always_inline))
+MPIR_Request *posted_find(const MPIDI_AMLAPI_p2p_hdr_t * h)
 {
     for (MPIR_Request * r = MPIDI_AMLAPI_p2p.posted_head; r; r = REQ(r).next)
-        if (envelope_match(REQ(r).rank, REQ(r).tag, REQ(r).context_id, h))
+        if (MPIDI_AMLAPI_envelope_match(REQ(r).rank, REQ(r).tag, REQ(r).context_id, h))
             return r;
     return NULL;
 }

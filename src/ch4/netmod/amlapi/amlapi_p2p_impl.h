@@ -122,10 +122,37 @@ typedef struct {
 
 extern MPIDI_AMLAPI_p2p_pvars_t MPIDI_AMLAPI_pv;
 
+/* the two queues' lookups on the receive call's path, inline (amlapi_match.c has the rest) */
+static inline int MPIDI_AMLAPI_envelope_match(int rank, int tag, int context_id,
+                                              const MPIDI_AMLAPI_p2p_hdr_t * h)
+{
+    return context_id == h->context_id && (rank == MPI_ANY_SOURCE || rank == h->src) &&
+        (tag == MPI_ANY_TAG || tag == MPIR_TAG_MASK_ERROR_BITS(h->tag));
+}
+
+static inline MPIDI_AMLAPI_ue_t *MPIDI_AMLAPI_ue_find(int rank, int tag, int context_id)
+{
+    for (MPIDI_AMLAPI_ue_t * ue = MPIDI_AMLAPI_p2p.ue_head; ue; ue = ue->next)
+        if (MPIDI_AMLAPI_envelope_match(rank, tag, context_id, &ue->hdr))
+            return ue;
+    return NULL;
+}
+
+static inline void MPIDI_AMLAPI_posted_append(MPIR_Request * rreq)
+{
+    REQ(rreq).next = NULL;
+    REQ(rreq).prev = MPIDI_AMLAPI_p2p.posted_tail;
+    if (MPIDI_AMLAPI_p2p.posted_tail)
+        REQ(MPIDI_AMLAPI_p2p.posted_tail).next = rreq;
+    else
+        MPIDI_AMLAPI_p2p.posted_head = rreq;
+    MPIDI_AMLAPI_p2p.posted_tail = rreq;
+    REQ(rreq).flags |= MPIDI_AMLAPI_RF_POSTED;
+    MPIDI_AMLAPI_pv.posted++;
+}
+
 /* amlapi_match.c */
 void MPIDI_AMLAPI_ue_dequeue(MPIDI_AMLAPI_ue_t * ue);
-MPIDI_AMLAPI_ue_t *MPIDI_AMLAPI_ue_find(int rank, int tag, int context_id);
-void MPIDI_AMLAPI_posted_append(MPIR_Request * rreq);
 void MPIDI_AMLAPI_posted_remove(MPIR_Request * rreq);
 int MPIDI_AMLAPI_p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
                              aml_recv_t * recv);

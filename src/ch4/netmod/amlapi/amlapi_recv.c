@@ -183,7 +183,7 @@ static void recv_from_ue(MPIR_Request * rreq, MPIDI_AMLAPI_ue_t * ue)
     }
 }
 
-static void recv_init(MPIR_Request * rreq, void *buf, MPI_Aint count, MPI_Datatype datatype,
+static inline void recv_init(MPIR_Request * rreq, void *buf, MPI_Aint count, MPI_Datatype datatype,
                       int rank, int tag, int context_id)
 {
     REQ(rreq).buf = buf;

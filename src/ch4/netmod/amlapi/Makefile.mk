@@ -25,6 +25,7 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/netmod_inline.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_impl.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml_rx_fast.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_tport.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_wire.h \
                   src/mpid/ch4/shm/vnode/vnode.h \

@@ -532,124 +532,11 @@ static inline void aml_rx_count(aml_t * aml, int src)
     aml->rx_busy++;
 }
 
-/* Lands [data, data+len) at offset of a message: into its buffer, or through its unpack
- * function. */
-static inline void aml_deliver(aml_t * aml, const aml_recv_t * recv, size_t offset,
-                               const void *data, size_t len)
-{
-    (void) aml;
-    if (!len)
-        return;
-    if (recv->buf)
-        memcpy((char *) recv->buf + offset, data, len);
-    else if (recv->unpack)
-        recv->unpack(recv->unpack_arg, offset, data, len);
-}
-
-/* Runs header handler `handler` (registered: the caller checked) for a message from src,
- * with an 8-byte aligned copy of the user header; recv is cleared first. type names the
- * packet in errors; msg is the record of a message whose landing may be deferred. Inline for
- * the latency path (aml_onepacket_recv_compact); aml_run_handler elsewhere. */
-static inline __attribute__ ((always_inline))
-void aml_handler_run(aml_t * aml, unsigned handler, int type, uint32_t src, const void *uhdr,
-                     size_t uhdr_len, uint64_t msg_len, const void *data, int proto,
-                     aml_recv_t * recv, aml_rmsg_t * msg)
-{
-    const aml_handler_t *h = &aml->handlers[handler];
-    uint64_t aligned[AML_MAX_UHDR / 8];
-    aml_msg_info_t info;
-    if (((uintptr_t) uhdr & 7) && uhdr_len) {
-        /* an MPI envelope (12 or 16 bytes) comes at 4 bytes off 8 in vnode's short records:
-         * by fixed-size pieces, as memcpy of a variable length became a rep movs that cost
-         * 6-10 ns per message (a quarter of the receive path in a message-rate profile).
-         * 8-byte stores, so a handler's 8-byte loads of the copy are forwarded from them
-         * (4-byte stores made each such load wait for both to reach the cache). */
-        if (uhdr_len <= 32) {
-            char *a = (char *) aligned;
-            const char *u = (const char *) uhdr;
-            size_t i = 0;
-            for (; i + 8 <= uhdr_len; i += 8)
-                memcpy(a + i, u + i, 8);
-            if (i + 4 <= uhdr_len) {
-                memcpy(a + i, u + i, 4);
-                i += 4;
-            }
-            for (; i < uhdr_len; i++)
-                a[i] = u[i];
-        } else {
-            memcpy(aligned, uhdr, uhdr_len);
-        }
-        uhdr = aligned;
-    }
-    info.src = (int) src;
-    info.uhdr = uhdr_len ? uhdr : NULL;
-    info.uhdr_len = uhdr_len;
-    info.msg_len = msg_len;
-    info.data = data;
-    info.protocol = proto;
-    info.msg = AML_HANDLE_NONE;
-    if (msg)
-        info.msg = msg->handle = ++aml->next_handle;
-    memset(recv, 0, sizeof(*recv));
-    if (AML_UNLIKELY(h->fn(aml, h->ctx, &info, recv) != 0))
-        aml_fatal(aml, "header handler %u refused a %s message of %llu bytes from rank %u",
-                  handler, aml_pkt_name(type), (unsigned long long) msg_len, src);
-    if (AML_UNLIKELY(recv->defer && !msg))
-        aml_fatal(aml, "header handler %u deferred a %s message from rank %u: only rendezvous "
-                  "and adaptive messages can be deferred", handler, aml_pkt_name(type), src);
-    if (AML_UNLIKELY(!recv->defer && !data && msg_len && !recv->buf && !recv->unpack))
-        aml_fatal(aml, "header handler %u gave no buffer for a %llu-byte message from rank %u",
-                  handler, (unsigned long long) msg_len, src);
-}
-
 /* ---- protocols ------------------------------------------------------------------------- */
 /* aml_onepacket.c */
 int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x);
 void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *uhdr,
                                 const char *data, size_t len);
-
-/* The dispatcher's fast path (aml_rx; vnode's receive takes it first, as it knows the
- * sender): a well-formed compact one-packet message in sequence, to the handler's
- * small-message handler, else its header handler. known_src: the rank the transport knows
- * sent the packet, or -1. Any other packet returns false with nothing changed, and takes
- * the decoding path, which reports what is wrong with a malformed one. Inline, with the
- * checks of aml_rx's decoding, so that a small message costs no call between the transport's
- * receive and its handler (the receive side of a message-rate run is the bound). */
-static inline __attribute__ ((always_inline))
-bool aml_rx_onepacket(aml_t * aml, const void *header, size_t header_length, const void *data,
-                      size_t length, int64_t known_src)
-{
-    const aml_handler_t *h;
-    const char *uhdr;
-    aml_peer_t *p;
-    aml_spkt_t s;
-    uint32_t src;
-
-    if (header_length < sizeof(s) || *(const uint8_t *) header != AML_PKT_ONE_SHORT)
-        return false;
-    memcpy(&s, header, sizeof(s));
-    src = AML_SPKT_SRC(&s);
-    if (known_src >= 0 ? src != (uint64_t) known_src : !aml_src_ok(aml, src))
-        return false;
-    if (!aml_handler_ok(aml, s.handler) || !aml_uhdr_len_ok(aml, s.uhdr_len) ||
-        !aml_spkt_split_ok(header_length, s.uhdr_len, length))
-        return false;
-    p = &aml->peers[src];
-    if (s.seq != (uint16_t) p->rx_seq || p->ooo)
-        return false;
-    uhdr = (const char *) header + sizeof(s);
-    if (!length) {
-        data = uhdr + s.uhdr_len;
-        length = header_length - sizeof(s) - s.uhdr_len;
-    }
-    h = &aml->handlers[s.handler];
-    p->rx_seq++;
-    aml->in_dispatch++;
-    if (!h->small || !h->small(aml, h->ctx, (int) src, uhdr, s.uhdr_len, data, length))
-        aml_onepacket_recv_compact(aml, &s, uhdr, (const char *) data, length);
-    aml->in_dispatch--;
-    return true;
-}
 
 /* aml_eager.c */
 int aml_eager_send(aml_t * aml, const aml_xfer_t * x);
@@ -695,6 +582,10 @@ int aml_rx(aml_t * aml, const void *header, size_t header_length, void *data, si
 void aml_rmsg_reject(aml_t * aml, aml_rmsg_t * r);
 aml_rmsg_t *aml_undefer(aml_t * aml, aml_handle_t h);
 void aml_dispatch_free_stash(aml_t * aml);
+
+/* the receive path's inline functions (landing, the header handler call, the one-packet
+ * fast path) */
+#include "aml_rx_fast.h"
 
 #ifdef AML_TEST_HOOKS
 /* test hooks, in the unit-test build only (never in libmpi): send bytes as an aml packet

@@ -127,6 +127,18 @@ static double bandwidth(size_t size, int bidir)
 
 static int rma_agree(double t, int k, double seconds, int lo);
 
+/* The count of a sample lasting about `seconds` of run(arg, count), after two calibrating
+ * runs (about 20 ms of warm-up); rank 0's timing decides for every rank (rma_agree). */
+typedef double (*timed_run_t) (const void *arg, int n);
+static int timed_count(timed_run_t run, const void *arg, double seconds)
+{
+    int k = 10;
+    double t = run(arg, k);
+    k = rma_agree(t, k, 0.02, 10);
+    t = run(arg, k);
+    return rma_agree(t, k, seconds, 20);
+}
+
 /* Message rate with nprocs/2 pairs (rank i sends to rank i + nprocs/2): million messages per
  * second, summed over pairs. Like the collectives, a sample lasts about RATE_SECONDS after
  * about 20 ms of warm-up, not a fixed count: 500 windows of 8-byte messages lasted 1.5 ms, and
@@ -134,8 +146,9 @@ static int rma_agree(double t, int k, double seconds, int lo);
  * warm-up windows and N measured. */
 #define RATE_SECONDS 0.2
 
-static double msgrate_run(size_t size, int n)
+static double msgrate_run(const void *arg, int n)
 {
+    size_t size = *(const size_t *) arg;
     int i, j, half = nprocs / 2;
     MPI_Request req[256];
     char ack = 0;
@@ -161,18 +174,15 @@ static double msgrate_run(size_t size, int n)
 
 static double msgrate(size_t size)
 {
-    int k = 10, n, half = nprocs / 2;
+    int n, half = nprocs / 2;
     double t, rate, sum = 0;
     if (iters_arg) {
-        msgrate_run(size, warmup_arg ? warmup_arg : 3);
+        msgrate_run(&size, warmup_arg ? warmup_arg : 3);
         n = iters_arg;
     } else {
-        t = msgrate_run(size, k);
-        k = rma_agree(t, k, 0.02, 10);
-        t = msgrate_run(size, k);
-        n = rma_agree(t, k, RATE_SECONDS, 20);
+        n = timed_count(msgrate_run, &size, RATE_SECONDS);
     }
-    t = msgrate_run(size, n);
+    t = msgrate_run(&size, n);
     rate = rank < half ? (double) window * n / t / 1e6 : 0;
     MPI_Reduce(&rate, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     return sum;
@@ -219,18 +229,26 @@ static double coll_time(size_t size, int which, int n)
  * calls and N measured. */
 #define COLL_SECONDS 0.3
 
+struct coll_call {
+    size_t size;
+    int which;
+};
+
+static double coll_timed_run(const void *arg, int n)
+{
+    const struct coll_call *c = arg;
+    return coll_time(c->size, c->which, n);
+}
+
 static double coll(size_t size, int which)
 {
-    int k = 10, n;
-    double t;
+    struct coll_call c = { size, which };
+    int n;
     if (iters_arg) {
         coll_run(size, which, warmup_for(size));
         n = iters_arg;
     } else {
-        t = coll_time(size, which, k);
-        k = rma_agree(t, k, 0.02, 10);
-        t = coll_time(size, which, k);
-        n = rma_agree(t, k, COLL_SECONDS, 20);
+        n = timed_count(coll_timed_run, &c, COLL_SECONDS);
     }
     return coll_time(size, which, n) * 1e6 / n;
 }
@@ -286,19 +304,21 @@ static int rma_agree(double t, int k, double seconds, int lo)
 
 /* µs per step at rank 0: 10 steps, about 20 ms of warm-up, then about RMA_SECONDS measured
  * (-i N: 50 warm-up steps and N measured) */
+static double rma_timed_run(const void *arg, int n)
+{
+    return rma_run(arg, n);
+}
+
 static double rma_timed(const struct rma_step *c)
 {
-    int k = 10, n;
+    int n;
     double t;
     if (iters_arg) {
         rma_run(c, warmup_arg ? warmup_arg : 50);
         MPI_Barrier(MPI_COMM_WORLD);
         n = iters_arg;
     } else {
-        t = rma_run(c, k);
-        k = rma_agree(t, k, 0.02, 10);
-        t = rma_run(c, k);
-        n = rma_agree(t, k, RMA_SECONDS, 20);
+        n = timed_count(rma_timed_run, c, RMA_SECONDS);
     }
     t = rma_run(c, n);
     MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);

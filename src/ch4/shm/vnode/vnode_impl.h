@@ -139,6 +139,8 @@ typedef struct vnode_tx {
     uint32_t want;              /* units the last VNODE_AGAIN needed */
     bool waiting;               /* tx_wait is set */
     bool touched;               /* the ring's lines were written once (vnode_send) */
+    uint32_t rsv_word, rsv_k;   /* vnode_reserve: the record's word and units, */
+    uint64_t rsv_pos;           /* and its unit, for vnode_commit */
 } vnode_tx_t;
 
 /* Receiver's private view of one ring. */

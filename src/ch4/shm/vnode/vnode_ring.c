@@ -113,22 +113,16 @@ static inline void copy_in(char *d, const void *src, size_t n)
     }
 }
 
-int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *data,
-               size_t len)
+/* Room for a record of k units at the sender's head, after a PAD record when the ring's end
+ * is too short for it: the unit it starts at (index in *pos), or NULL when the ring has no room
+ * now (the sender is then marked waiting, and nothing is written). */
+static inline char *tx_room(vnode_t * v, int dst, vnode_tx_t * t, uint64_t k, uint64_t * pos)
 {
-    if (!v->attached || dst < 0 || dst >= v->nlocal || dst == v->local || hlen < 1 ||
-        hlen >= VNODE_PAD_HLEN || len > v->cfg.max_pkt || hlen + len > v->cfg.max_pkt)
-        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_send to local rank %d of %d "
-                          "(hlen %zu, len %zu, max_pkt %zu)%s", dst, v->nlocal, hlen, len,
-                          v->cfg.max_pkt, v->attached ? "" : " before vnode_attach");
-    vnode_tx_t *t = &v->tx[dst];
     uint64_t nunits = v->L.nunits;
     if (__builtin_expect(!t->touched, 0))
         touch_ring(v, t);
-    size_t body = hlen + len;
-    uint64_t k = vnode_rec_units(body);
-    uint64_t pos = t->head & v->mask;
-    uint64_t pad = pos + k > nunits ? nunits - pos : 0;
+    uint64_t at = t->head & v->mask;
+    uint64_t pad = at + k > nunits ? nunits - at : 0;
     uint64_t need = pad + k + 1;        /* + the unit after it, the receiver's next look */
 
     if (t->head + need - t->tail > nunits) {
@@ -144,42 +138,35 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
             if (t->head + need - t->tail > nunits) {
                 t->want = (uint32_t) need;
                 v->stats.ring_full++;
-                return VNODE_AGAIN;
+                return NULL;
             }
         }
     }
     if (pad) {
-        vnode_long_hdr_t *h = (vnode_long_hdr_t *) unit_at(t->units, pos);
+        vnode_long_hdr_t *h = (vnode_long_hdr_t *) unit_at(t->units, at);
         h->len = (uint32_t) (pad * VNODE_UNIT - VNODE_LONG_HDR);
         h->hlen = VNODE_PAD_HLEN;
         h->src = (uint16_t) v->local;
-        pos = 0;        /* a line start: the receiver zeroed it (rx_publish) */
+        at = 0;         /* a line start: the receiver zeroed it (rx_publish) */
         VNODE_STORE(&h->word, VNODE_MARK(t->head), RELEASE);
         t->head += pad;
     }
-    char *u = unit_at(t->units, pos);
-    uint32_t word;
-    if (body <= VNODE_SHORT_MAX) {
-        copy_in(u + VNODE_SHORT_HDR, hdr, hlen);
-        if (len)
-            copy_in(u + VNODE_SHORT_HDR + hlen, data, len);
-        word = VNODE_SHORT_WORD(t->head, body, hlen);
-    } else {
-        vnode_long_hdr_t *h = (vnode_long_hdr_t *) u;
-        h->len = (uint32_t) body;
-        h->hlen = (uint16_t) hlen;
-        h->src = (uint16_t) v->local;
-        memcpy(u + VNODE_LONG_HDR, hdr, hlen);
-        if (len)
-            memcpy(u + VNODE_LONG_HDR + hlen, data, len);
-        word = VNODE_MARK(t->head);
-    }
+    (void) dst;
+    *pos = at;
+    return unit_at(t->units, at);
+}
+
+/* Publishes the record of k units written at unit pos with its first word, then tells the
+ * receiver: its summary bit unless it polls this ring directly, its doorbell if it sleeps. */
+static inline void tx_publish(vnode_t * v, int dst, vnode_tx_t * t, uint64_t pos, uint64_t k,
+                              uint32_t word)
+{
     /* the receiver looks at the next unit next: inside this line it is ours to zero (the
      * line is here already); a line start the receiver zeroed before it let us reuse it, and
      * zeroing it here would pull the line the receiver polls next away from it */
     if ((pos + k) % LINE_UNITS)
         VNODE_STORE(word_at(t->units, pos + k), 0, RELAXED);
-    VNODE_STORE((uint32_t *) u, word, RELEASE);
+    VNODE_STORE(word_at(t->units, pos), word, RELEASE);
     t->head += k;
     if (t->waiting) {
         VNODE_STORE(&t->ctl->tx_wait, 0, RELAXED);
@@ -198,7 +185,66 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
         }
     }
     vnode_wake(v, dst);
+}
+
+int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *data,
+               size_t len)
+{
+    if (!v->attached || dst < 0 || dst >= v->nlocal || dst == v->local || hlen < 1 ||
+        hlen >= VNODE_PAD_HLEN || len > v->cfg.max_pkt || hlen + len > v->cfg.max_pkt)
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_send to local rank %d of %d "
+                          "(hlen %zu, len %zu, max_pkt %zu)%s", dst, v->nlocal, hlen, len,
+                          v->cfg.max_pkt, v->attached ? "" : " before vnode_attach");
+    vnode_tx_t *t = &v->tx[dst];
+    size_t body = hlen + len;
+    uint64_t k = vnode_rec_units(body), pos;
+    char *u = tx_room(v, dst, t, k, &pos);
+    if (!u)
+        return VNODE_AGAIN;
+    uint32_t word;
+    if (body <= VNODE_SHORT_MAX) {
+        copy_in(u + VNODE_SHORT_HDR, hdr, hlen);
+        if (len)
+            copy_in(u + VNODE_SHORT_HDR + hlen, data, len);
+        word = VNODE_SHORT_WORD(t->head, body, hlen);
+    } else {
+        vnode_long_hdr_t *h = (vnode_long_hdr_t *) u;
+        h->len = (uint32_t) body;
+        h->hlen = (uint16_t) hlen;
+        h->src = (uint16_t) v->local;
+        memcpy(u + VNODE_LONG_HDR, hdr, hlen);
+        if (len)
+            memcpy(u + VNODE_LONG_HDR + hlen, data, len);
+        word = VNODE_MARK(t->head);
+    }
+    tx_publish(v, dst, t, pos, k, word);
     return VNODE_OK;
+}
+
+int vnode_reserve(vnode_t * v, int dst, size_t len, void **at)
+{
+    if (!v->attached || dst < 0 || dst >= v->nlocal || dst == v->local || len < 1 ||
+        len > VNODE_SHORT_MAX || len > v->cfg.max_pkt)
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_reserve to local rank %d of %d "
+                          "(len %zu, short records up to %d, max_pkt %zu)%s", dst, v->nlocal,
+                          len, VNODE_SHORT_MAX, v->cfg.max_pkt,
+                          v->attached ? "" : " before vnode_attach");
+    vnode_tx_t *t = &v->tx[dst];
+    uint64_t k = vnode_rec_units(len), pos;
+    char *u = tx_room(v, dst, t, k, &pos);
+    if (!u)
+        return VNODE_AGAIN;
+    t->rsv_pos = pos;
+    t->rsv_word = VNODE_SHORT_WORD(t->head, len, len);
+    t->rsv_k = (uint32_t) k;
+    *at = u + VNODE_SHORT_HDR;
+    return VNODE_OK;
+}
+
+void vnode_commit(vnode_t * v, int dst)
+{
+    vnode_tx_t *t = &v->tx[dst];
+    tx_publish(v, dst, t, t->rsv_pos, t->rsv_k, t->rsv_word);
 }
 
 /* Something to look at: a record, or a malformed word that the next drain reports */
@@ -378,7 +424,44 @@ static int poll_summary(vnode_t * v, int budget, vnode_rx_fn_t fn, void *arg)
     return total;
 }
 
+static int poll_all(vnode_t * v, vnode_rx_fn_t fn, void *arg) __attribute__ ((noinline));
+
+/* Every peer polled directly (no summary, no idle peers to demote): a ring with nothing in it
+ * costs one load and no call. A blocked receive's loop runs this back to back; the general
+ * poll's bookkeeping and frame had made each empty pass twice as long. */
+static __attribute__ ((noinline))
+int poll_direct(vnode_t * v, vnode_rx_fn_t fn, void *arg)
+{
+    int nd = v->ndirect, budget = VNODE_BATCH, total = 0;
+    unsigned j = v->rr_direct < (unsigned) nd ? v->rr_direct : 0;
+    v->rr_direct = j + 1 < (unsigned) nd ? j + 1 : 0;  /* the start rotates, for fairness */
+    for (int i = 0; i < nd && budget > 0; i++) {
+        int p = v->direct[j];
+        j = j + 1 < (unsigned) nd ? j + 1 : 0;
+        if (!rx_ready(v, p))
+            continue;
+        int n = rx_drain(v, p, budget < VNODE_PEER_BATCH ? budget : VNODE_PEER_BATCH, fn, arg);
+        if (n < 0)
+            return n;
+        budget -= n;
+        total += n;
+    }
+    return total;
+}
+
+/* The front, with no frame: an empty poll of all-direct peers is a load per peer. */
 int vnode_poll(vnode_t * v, vnode_rx_fn_t fn, void *arg)
+{
+    if (__builtin_expect(v->all_direct && v->attached && !v->armed, 1)) {
+        for (int i = 0; i < v->ndirect; i++)
+            if (rx_ready(v, v->direct[i]))
+                return poll_direct(v, fn, arg);
+        return 0;
+    }
+    return poll_all(v, fn, arg);
+}
+
+static int poll_all(vnode_t * v, vnode_rx_fn_t fn, void *arg)
 {
     if (!v->attached)
         return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_poll before vnode_attach");

@@ -107,7 +107,7 @@ static int new_peer(aml_t * aml, const void *upid, size_t len, int *peer)
         aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1] = eps[l];
     p->dyn = AML_DYN_CONNECTING;
     aml_htab_put(&aml->uuids, &p->uh, upid_uuid(upid));
-    aml->ucx_remote = true;     /* aml_poll_all: UCX now reaches another process */
+    aml->ucx_remote = true;     /* aml_poll: UCX now reaches another process */
     aml->npeers++;
     *peer = i;
     return AML_OK;

@@ -236,7 +236,7 @@ struct aml {
     struct aml_vnode *vnode;    /* the vnode transport's (aml_vnode.c), or NULL */
     size_t vnode_eager_limit;   /* eager_limit of on-node peers with single copy */
     int64_t vnode_fallback;     /* messages above it sent as packets: no single copy */
-    bool ucx_remote;            /* UCX reaches a rank other than this one (aml_poll_all) */
+    bool ucx_remote;            /* UCX reaches a rank other than this one (aml_poll) */
     unsigned ucx_skip;          /* polling passes since UCX was last progressed */
     char errmsg[512];           /* aml_error */
     int efd;                    /* interrupt mode: the transport's event fd, else -1 */
@@ -424,7 +424,6 @@ int aml_send_desc_flags(aml_t * aml, aml_sdesc_t * d, aml_tport_ep_t ep, const v
                         size_t len, unsigned flags);
 int aml_send_ctrl(aml_t * aml, int peer, int type, uint64_t msg_id, uint64_t aux0);
 void aml_release_held(aml_t * aml);
-int aml_poll_all(aml_t * aml);
 void aml_adaptive_flush_tokens(aml_t * aml);
 
 /* One pass over the transports, as ch4:ucx does: draining until an empty pass cost a second
@@ -432,6 +431,7 @@ void aml_adaptive_flush_tokens(aml_t * aml);
  * a 0.4 us ping-pong. Callers that wait loop anyway. First the packets debug_reorder held
  * back. Never from inside a transport callback (UCX forbids progressing the worker there).
  * Inline: it is the polling loop of every wait. */
+#define AML_UCX_POLL_EVERY 16
 static inline int aml_poll(aml_t * aml)
 {
     int n;
@@ -446,7 +446,14 @@ static inline int aml_poll(aml_t * aml)
         else
             n = aml->tports[0]->progress(aml);
     } else {
-        n = aml_poll_all(aml);
+        /* vnode, then UCX. When UCX reaches no other rank (every peer is on this node) it
+         * carries only messages to self, and its progress (tens of ns even when idle) would
+         * dominate the on-node polling loop: then it runs every AML_UCX_POLL_EVERY passes. */
+        n = aml_vnode_progress(aml);
+        if (aml->ucx_remote || ++aml->ucx_skip >= AML_UCX_POLL_EVERY) {
+            aml->ucx_skip = 0;
+            n += aml_ucx_progress(aml);
+        }
     }
     /* adaptive tokens go back when nothing arrives (aml_adaptive.c says why) */
     if (AML_UNLIKELY(aml->tok_head >= 0) && n == 0)

@@ -20,10 +20,11 @@
 
 /* An inline compact packet, [aml_spkt_t | uhdr | data] as the transport's packet header with
  * no payload: one contiguous header, so UCX's inline send copies two pieces (its own header
- * and ours), and the receiver finds the user header right after ours. Built on the stack and
- * offered to the transport's send_inline, which copies it at once or refuses (full FIFO, or
- * above its inline size); only then does it go by a send descriptor, which lives until the
- * transport completes it. Either way the caller's buffers are free on return. */
+ * and ours), and the receiver finds the user header right after ours. Written in place where
+ * the transport offers that (vnode's reserve/commit: into the ring, no copy), else built on
+ * the stack and offered to the transport's send_inline, which copies it at once or refuses
+ * (full FIFO, or above its inline size); only then does it go by a send descriptor, which
+ * lives until the transport completes it. Either way the caller's buffers are free on return. */
 static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr,
                        size_t uhdr_len, const void *data, size_t len)
 {
@@ -33,6 +34,18 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
     size_t total = sizeof(*s) + uhdr_len + len;
     aml_sdesc_t *d;
 
+    /* written straight into the transport (vnode's ring) when it offers that */
+    if (p->tport->reserve && AML_LIKELY(!aml->cfg.debug_reorder) &&
+        (s = p->tport->reserve(aml, p, total)) != NULL) {
+        aml_spkt_fill(s, p, true, AML_PKT_ONE_SHORT, handler, uhdr_len);
+        aml_copy_small(s + 1, uhdr, uhdr_len);
+        aml_copy_small((char *) (s + 1) + uhdr_len, data, len);
+        aml_stat(aml, AML_PROTO_ONEPACKET, len);
+        p->dirty = true;
+        p->tport->commit(aml, p);
+        return AML_OK;
+    }
+    s = (aml_spkt_t *) buf;
     aml_spkt_fill(s, p, true, AML_PKT_ONE_SHORT, handler, uhdr_len);
     aml_copy_small(s + 1, uhdr, uhdr_len);
     aml_copy_small((char *) (s + 1) + uhdr_len, data, len);

@@ -122,6 +122,12 @@ typedef struct aml_tport {
      * &aml->peers[peer]) if the transport can copy it at once: AML_TPORT_DONE, else
      * AML_TPORT_REFUSED. The latency path. */
     int (*send_inline) (aml_t * aml, struct aml_peer * p, const void *pkt, size_t len);
+    /* Optional (NULL: not offered): where to write a header-only packet of len bytes for p
+     * in place, or NULL when it cannot now (then send_inline it, which keeps the order);
+     * commit sends what was written there. Nothing else is called on p in between. Spares
+     * the latency path its copy into the transport. */
+    void *(*reserve) (aml_t * aml, struct aml_peer * p, size_t len);
+    void (*commit) (aml_t * aml, struct aml_peer * p);
     /* Sends op->hdr (hdr_len bytes) and the payload [data, data+len). */
     int (*send) (aml_tport_ep_t ep, aml_tport_op_t * op, size_t hdr_len, const void *data,
                  size_t len, unsigned flags);
@@ -171,8 +177,10 @@ int aml_vnode_watch(aml_t * aml);
 unsigned aml_vnode_caps(aml_t * aml);
 int64_t aml_vnode_stat(aml_t * aml, int q);
 int aml_vnode_read(aml_t * aml, int peer, void *dst, uint64_t raddr, size_t len);
-/* aml_ucx_tport.progress, which aml_poll calls directly (a polling loop's every pass) */
+/* aml_ucx_tport.progress and aml_vnode_tport.progress, which aml_poll calls directly (a
+ * polling loop's every pass) */
 int aml_ucx_progress(aml_t * aml);
+int aml_vnode_progress(aml_t * aml);
 /* TCP keepalive on the sockets UCX accepted (aml_ucx_keepalive.c): mark this process's
  * listeners before the worker exists, find the worker's after, start watching once a peer is
  * on another host, free (stopping the watch) before the worker goes. count: sockets armed. */

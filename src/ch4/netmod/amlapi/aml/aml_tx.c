@@ -319,21 +319,6 @@ void aml_release_held(aml_t * aml)
             send_held(aml, &aml->peers[i]);
 }
 
-/* aml_poll with several transports: vnode, then UCX. When UCX reaches no other rank (every
- * peer is on this node) it carries only messages to self, and its progress (tens of ns even
- * when idle) would otherwise dominate the on-node polling loop: then it runs every
- * AML_UCX_POLL_EVERY passes. */
-#define AML_UCX_POLL_EVERY 16
-int aml_poll_all(aml_t * aml)
-{
-    int n = aml_vnode_tport.progress(aml);
-    if (aml->ucx_remote || ++aml->ucx_skip >= AML_UCX_POLL_EVERY) {
-        aml->ucx_skip = 0;
-        n += aml_ucx_progress(aml);
-    }
-    return n;
-}
-
 /* ---- test hooks ----------------------------------------------------------------------- */
 #ifdef AML_TEST_HOOKS
 

@@ -293,6 +293,27 @@ static int vn_send_inline(aml_t * aml, aml_peer_t * p, const void *pkt, size_t l
     return AML_TPORT_DONE;
 }
 
+static void *vn_reserve(aml_t * aml, aml_peer_t * p, size_t len)
+{
+    vpeer_t *vp = p->ep;
+    void *at;
+    int rc;
+    if (AML_UNLIKELY(vp->qhead != NULL) || len > VNODE_SHORT_MAX)
+        return NULL;    /* behind the waiting ones, or a long record: send_inline */
+    rc = vnode_reserve(aml->vnode->v, vp->local, len, &at);
+    if (AML_LIKELY(rc == VNODE_OK))
+        return at;
+    if (AML_UNLIKELY(rc != VNODE_AGAIN))
+        aml_fatal(aml, "%s", vnode_error(aml->vnode->v));
+    return NULL;
+}
+
+static void vn_commit(aml_t * aml, aml_peer_t * p)
+{
+    vpeer_t *vp = p->ep;
+    vnode_commit(aml->vnode->v, vp->local);
+}
+
 static int vn_send(aml_tport_ep_t ep, aml_tport_op_t * op, size_t hdr_len, const void *data,
                    size_t len, unsigned flags)
 {
@@ -415,24 +436,42 @@ static int shares_test(aml_t * aml)
     return events;
 }
 
-static int vn_progress(aml_t * aml)
+/* Queued sends, this rank's part of shared copies, and finished shared copies: out of line,
+ * so that an empty poll (a blocked receive's loop) needs no stack frame here. */
+static __attribute__ ((noinline))
+int pending_work(aml_t * aml)
+{
+    struct aml_vnode *n = aml->vnode;
+    int events = 0;
+    if (n->waiting != NULL)
+        events = drain_waiting(aml);
+    if (n->nexports != 0)
+        events += help(aml);
+    if (n->shares != NULL)
+        events += shares_test(aml);
+    return events;
+}
+
+static __attribute__ ((noinline, noreturn))
+void poll_failed(aml_t * aml)
+{
+    struct aml_vnode *n = aml->vnode;
+    int lp = vnode_error_peer(n->v);
+    aml_fatal(aml, "vnode FIFO from rank %d: %s", lp >= 0 ? n->rank_of[lp] : -1,
+              vnode_error(n->v));
+}
+
+int aml_vnode_progress(aml_t * aml)
 {
     struct aml_vnode *n = aml->vnode;
     int events = 0, got;
     if (AML_UNLIKELY(!aml->connected))
         return 0;       /* the segment is mapped at connect */
-    if (AML_UNLIKELY(n->waiting != NULL))
-        events = drain_waiting(aml);
-    if (AML_UNLIKELY(n->nexports != 0))
-        events += help(aml);
-    if (AML_UNLIKELY(n->shares != NULL))
-        events += shares_test(aml);
+    if (AML_UNLIKELY(n->waiting != NULL || n->nexports != 0 || n->shares != NULL))
+        events = pending_work(aml);
     got = vnode_poll(n->v, vn_rx, aml);
-    if (AML_UNLIKELY(got < 0)) {
-        int lp = vnode_error_peer(n->v);
-        aml_fatal(aml, "vnode FIFO from rank %d: %s", lp >= 0 ? n->rank_of[lp] : -1,
-                  vnode_error(n->v));
-    }
+    if (AML_UNLIKELY(got < 0))
+        poll_failed(aml);
     return events + got;
 }
 
@@ -608,6 +647,8 @@ const aml_tport_t aml_vnode_tport = {
     .connect = vn_connect,
     .fini = vn_fini,
     .send_inline = vn_send_inline,
+    .reserve = vn_reserve,
+    .commit = vn_commit,
     .send = vn_send,
     .mem_map = vn_mem_map,
     .mem_unmap = vn_mem_unmap,
@@ -617,7 +658,7 @@ const aml_tport_t aml_vnode_tport = {
     .rkey_destroy = vn_rkey_destroy,
     .get = vn_get,
     .put = vn_put,
-    .progress = vn_progress,
+    .progress = aml_vnode_progress,
     .arm = vn_arm,
     .event_fd = vn_event_fd,
 };

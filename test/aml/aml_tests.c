@@ -1448,6 +1448,7 @@ static void adaptive_credits(aml_config_t * cfg)
     cfg->adaptive_credits = ACREDITS;
     cfg->lanes = 2;
     cfg->eager_limit = 65536;   /* 30000-byte messages are adaptive */
+    cfg->vnode_eager_limit = 65536;     /* also through vnode (AML_TEST_VNODE) */
 }
 
 static int t_adaptive_credits(rank_ctx_t * c)

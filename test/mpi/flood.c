@@ -37,7 +37,8 @@ int main(int argc, char **argv)
 {
     int total;
     const int per = (int) env_long("FLOOD_PER", 100);
-    const size_t len = (size_t) env_long("FLOOD_LEN", 30000);
+    /* two packets, below the on-node single-copy threshold (12 KiB) */
+    const size_t len = (size_t) env_long("FLOOD_LEN", 12000);
     struct limits lim;
     long credits;
     char *buf;

@@ -26,6 +26,7 @@ typedef struct {
                                  * 0 = it found something last time) */
     int coproc;                 /* progress mode coprocessor: MPICH's progress thread runs */
     int coproc_sleeps;          /* ... and sleeps on efd when idle (app is SINGLE/FUNNELED) */
+    int poll_pause;             /* MPIR_CVAR_AMLAPI_POLL_PAUSE */
 } MPIDI_AMLAPI_global_t;
 
 extern MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;

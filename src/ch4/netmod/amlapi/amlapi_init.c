@@ -292,6 +292,19 @@ cvars:
         the core, often the one it waits for, runs at once, without the wake-up latency of
         a sleep); after that it sleeps on the event fd. 0 sleeps at once. 0 to 1000000.
 
+    - name        : MPIR_CVAR_AMLAPI_POLL_PAUSE
+      category    : CH4_AMLAPI
+      type        : int
+      default     : 1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Polling mode: a blocked call whose poll found nothing executes this many CPU pause
+        instructions (x86 pause, Arm yield) before it polls again. The waiting core then
+        leaves the FIFO line it polls to the sender writing it, and a hyperthread sibling
+        gets the core. 0 polls back to back. 0 to 1000.
+
     - name        : MPIR_CVAR_AMLAPI_VNODE
       category    : CH4_AMLAPI
       type        : boolean
@@ -333,18 +346,22 @@ cvars:
     - name        : MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD
       category    : CH4_AMLAPI
       type        : int
-      default     : 65536
+      default     : 12288
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         On-node messages of more data bytes than this go by single copy (rendezvous),
         smaller ones eagerly as packets through the FIFOs. 0: MPIR_CVAR_AMLAPI_EAGER_LIMIT.
-        Measured with 2 ranks (FIFO vs single copy): 16 KiB latency 0.72 vs 3.0 us,
-        64 KiB 2.0 vs 4.0 us, bandwidth 64 KiB 25.6 vs 17.8 GB/s; FIFOs still win at
-        128 KiB, but each eager message a receiver has not yet matched holds a buffer of
-        its size (up to MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS per sender), so the default
-        stops at 64 KiB.
+        The crossover depends on what a cache line costs between the two cores. Measured
+        with 2 ranks, FIFO vs single copy: on an Intel Xeon VM, level at 8 KiB, then 16 KiB
+        latency 3.8 vs 2.3-2.8 us and bandwidth 5.6-5.9 vs 11.8 GB/s, 64 KiB 12.1-12.6 vs
+        4.0-5.1 us and 5.5-5.8 vs 18.2-19.6 GB/s (Open MPI 2.3-2.7 us at 16 KiB); on an AMD
+        EPYC VM the FIFOs won up to 64 KiB while its two vCPUs shared a core complex (16 KiB
+        0.72 vs 3.0 us) and lost across complexes (64 KiB 8.4-9.3 vs 13.5-15.5 GB/s), as
+        most pairs of ranks of a many-core node are. 12 KiB keeps a two-packet eager range
+        (adaptive eager, whose credits bound a flood's memory). Each eager message a receiver
+        has not yet matched holds a buffer of its size.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY
       category    : CH4_AMLAPI
@@ -533,6 +550,12 @@ static int read_config(aml_config_t * cfg)
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
                              "MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD", buf);
     }
+    if (MPIR_CVAR_AMLAPI_POLL_PAUSE < 0 || MPIR_CVAR_AMLAPI_POLL_PAUSE > 1000) {
+        snprintf(buf, sizeof(buf), "%d (must be 0..1000)", MPIR_CVAR_AMLAPI_POLL_PAUSE);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
+                             "MPIR_CVAR_AMLAPI_POLL_PAUSE", buf);
+    }
+    MPIDI_AMLAPI_global.poll_pause = MPIR_CVAR_AMLAPI_POLL_PAUSE;
     if (MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT < 1 || MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT > 1000) {
         snprintf(buf, sizeof(buf), "%d (must be 1..1000)", MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT);
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",

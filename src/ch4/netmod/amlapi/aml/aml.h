@@ -100,7 +100,7 @@ typedef struct aml_config {
     int vnode_nlocal;           /* ranks on this node (sharing vnode_job) */
     int vnode_local;            /* this rank's index among them, 0..vnode_nlocal-1 */
     size_t vnode_ring_bytes;    /* bytes per ordered pair's FIFO (0: vnode's default) */
-    size_t vnode_eager_limit;   /* on-node messages above it go by single copy (default 65536;
+    size_t vnode_eager_limit;   /* on-node messages above it go by single copy (default 12288;
                                  * 0: eager_limit);
                                  * without single copy on the node all go as packets */
     int vnode_single_copy;      /* default 1: large on-node messages by single copy where the
@@ -271,6 +271,17 @@ typedef int (*aml_hdr_handler_t) (aml_t * aml, void *ctx, const aml_msg_info_t *
 #define AML_MAX_HANDLERS 64
 #define AML_UHDR_LIMIT 1024     /* no user header is ever longer (see AML_Q_MAX_UHDR) */
 int aml_register_handler(aml_t * aml, unsigned id, aml_hdr_handler_t fn, void *ctx);
+
+/* A spin-wait hint to the CPU (x86 pause, Arm yield) for a caller that polls in a loop and
+ * found nothing. */
+static inline void aml_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield":::"memory");
+#endif
+}
 
 /* Copies n bytes, up to 64 by fixed-size moves (overlapping at the end): for the small
  * messages of a message-rate run, a call of memcpy (through the PLT, then its size dispatch)

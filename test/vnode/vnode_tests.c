@@ -415,6 +415,9 @@ static int reserve_body(vt_ctx_t * c)
               "len %d: %s", VNODE_SHORT_MAX + 1, vnode_error(c->v));
         CHECK(vnode_reserve(c->v, 0, 8, &at) == VNODE_ERR_INVAL, "to self: %s",
               vnode_error(c->v));
+        CHECK(vnode_commit(c->v, 1) == VNODE_ERR_INVAL &&
+              strstr(vnode_error(c->v), "vnode_commit"), "commit with no reservation: %s",
+              vnode_error(c->v));
         for (uint64_t seq = 0; seq < npkt;) {
             size_t hl, l;
             int rc;
@@ -423,7 +426,7 @@ static int reserve_body(vt_ctx_t * c)
                 rc = vnode_reserve(c->v, 1, hl, &at);
                 if (rc == VNODE_OK) {
                     memcpy(at, sbuf, hl);
-                    vnode_commit(c->v, 1);
+                    CHECK_OK(c->v, vnode_commit(c->v, 1));
                 }
             } else {
                 rc = vnode_send(c->v, 1, sbuf, hl, sbuf + hl, l);

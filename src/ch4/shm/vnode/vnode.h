@@ -110,11 +110,11 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
                size_t len);
 /* The same for a packet of len bytes (1..VNODE_SHORT_MAX, all header) written in place:
  * vnode_reserve sets *at to where in the ring to write it and returns VNODE_OK, then
- * vnode_commit(v, dst) sends what was written there; or it returns VNODE_AGAIN (no room now,
- * nothing changed) or an error. Nothing but writing the packet comes between the two: no
+ * vnode_commit(v, dst) sends what was written there (VNODE_ERR_INVAL with no reservation);
+ * or it returns VNODE_AGAIN (no room now, nothing changed) or an error. Nothing but writing the packet comes between the two: no
  * other vnode call. Spares the sender a copy of a small packet. */
 int vnode_reserve(vnode_t * v, int dst, size_t len, void **at);
-void vnode_commit(vnode_t * v, int dst);
+int vnode_commit(vnode_t * v, int dst);
 /* Called for each arriving packet, in each sender's order; hdr and data point into the ring
  * and are valid during the call only. It may call vnode_send, never vnode_poll. */
 typedef void (*vnode_rx_fn_t) (void *arg, int src, const void *hdr, size_t hlen,

@@ -116,7 +116,7 @@ static inline void copy_in(char *d, const void *src, size_t n)
 /* Room for a record of k units at the sender's head, after a PAD record when the ring's end
  * is too short for it: the unit it starts at (index in *pos), or NULL when the ring has no room
  * now (the sender is then marked waiting, and nothing is written). */
-static inline char *tx_room(vnode_t * v, int dst, vnode_tx_t * t, uint64_t k, uint64_t * pos)
+static inline char *tx_room(vnode_t * v, vnode_tx_t * t, uint64_t k, uint64_t * pos)
 {
     uint64_t nunits = v->L.nunits;
     if (__builtin_expect(!t->touched, 0))
@@ -151,7 +151,6 @@ static inline char *tx_room(vnode_t * v, int dst, vnode_tx_t * t, uint64_t k, ui
         VNODE_STORE(&h->word, VNODE_MARK(t->head), RELEASE);
         t->head += pad;
     }
-    (void) dst;
     *pos = at;
     return unit_at(t->units, at);
 }
@@ -198,7 +197,7 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
     vnode_tx_t *t = &v->tx[dst];
     size_t body = hlen + len;
     uint64_t k = vnode_rec_units(body), pos;
-    char *u = tx_room(v, dst, t, k, &pos);
+    char *u = tx_room(v, t, k, &pos);
     if (!u)
         return VNODE_AGAIN;
     uint32_t word;
@@ -231,7 +230,7 @@ int vnode_reserve(vnode_t * v, int dst, size_t len, void **at)
                           v->attached ? "" : " before vnode_attach");
     vnode_tx_t *t = &v->tx[dst];
     uint64_t k = vnode_rec_units(len), pos;
-    char *u = tx_room(v, dst, t, k, &pos);
+    char *u = tx_room(v, t, k, &pos);
     if (!u)
         return VNODE_AGAIN;
     t->rsv_pos = pos;
@@ -241,10 +240,15 @@ int vnode_reserve(vnode_t * v, int dst, size_t len, void **at)
     return VNODE_OK;
 }
 
-void vnode_commit(vnode_t * v, int dst)
+int vnode_commit(vnode_t * v, int dst)
 {
-    vnode_tx_t *t = &v->tx[dst];
+    vnode_tx_t *t = dst >= 0 && dst < v->nlocal ? &v->tx[dst] : NULL;
+    if (!t || !t->rsv_k)
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_commit to local rank %d with no "
+                          "vnode_reserve before it", dst);
     tx_publish(v, dst, t, t->rsv_pos, t->rsv_k, t->rsv_word);
+    t->rsv_k = 0;
+    return VNODE_OK;
 }
 
 /* Something to look at: a record, or a malformed word that the next drain reports */

@@ -311,7 +311,8 @@ static void *vn_reserve(aml_t * aml, aml_peer_t * p, size_t len)
 static void vn_commit(aml_t * aml, aml_peer_t * p)
 {
     vpeer_t *vp = p->ep;
-    vnode_commit(aml->vnode->v, vp->local);
+    if (AML_UNLIKELY(vnode_commit(aml->vnode->v, vp->local) != VNODE_OK))
+        aml_fatal(aml, "%s", vnode_error(aml->vnode->v));
 }
 
 static int vn_send(aml_tport_ep_t ep, aml_tport_op_t * op, size_t hdr_len, const void *data,

@@ -33,24 +33,22 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
     aml_peer_t *p = &aml->peers[peer];
     size_t total = sizeof(*s) + uhdr_len + len;
     aml_sdesc_t *d;
+    void *at = NULL;
 
     /* written straight into the transport (vnode's ring) when it offers that */
-    if (p->tport->reserve && AML_LIKELY(!aml->cfg.debug_reorder) &&
-        (s = p->tport->reserve(aml, p, total)) != NULL) {
-        aml_spkt_fill(s, p, true, AML_PKT_ONE_SHORT, handler, uhdr_len);
-        aml_copy_small(s + 1, uhdr, uhdr_len);
-        aml_copy_small((char *) (s + 1) + uhdr_len, data, len);
-        aml_stat(aml, AML_PROTO_ONEPACKET, len);
-        p->dirty = true;
-        p->tport->commit(aml, p);
-        return AML_OK;
-    }
-    s = (aml_spkt_t *) buf;
+    if (p->tport->reserve && AML_LIKELY(!aml->cfg.debug_reorder))
+        at = p->tport->reserve(aml, p, total);
+    if (at)
+        s = at;
     aml_spkt_fill(s, p, true, AML_PKT_ONE_SHORT, handler, uhdr_len);
     aml_copy_small(s + 1, uhdr, uhdr_len);
     aml_copy_small((char *) (s + 1) + uhdr_len, data, len);
     aml_stat(aml, AML_PROTO_ONEPACKET, len);
     p->dirty = true;
+    if (at) {
+        p->tport->commit(aml, p);
+        return AML_OK;
+    }
 
     if (AML_LIKELY(!aml->cfg.debug_reorder) &&
         AML_LIKELY(p->tport->send_inline(aml, p, buf, total) == AML_TPORT_DONE))

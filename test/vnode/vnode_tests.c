@@ -473,6 +473,7 @@ static const struct {
     {"malformed_seq", t_malformed_seq}, {"malformed_long_small", t_malformed_long_small},
     {"stale_cells", t_stale_cells},
     {"cleanup_kill9", t_cleanup_kill9}, {"watch", t_watch}, {"two_jobs", t_two_jobs}, {"noshm", t_noshm},
+    {"auto_ring", t_auto_ring},
     {"attach_timeout", t_attach_timeout}, {"mismatch", t_mismatch}, {"stale", t_stale},
     {"alone", t_alone}, {"single_copy", t_single_copy},
     {"single_copy_refused", t_single_copy_refused}, {"shared_copy", t_shared_copy},

@@ -96,6 +96,8 @@ static void rank_main(int r, int n, const char *job, vt_shared_t * sh, vt_body_t
     c.cfg.nlocal = n;
     c.cfg.local = r;
     c.cfg.attach_timeout_ms = 30000;
+    /* the tests count laps, PADs and units of this size (the default grows with few ranks) */
+    c.cfg.ring_bytes = 65536;
     if (o->cfg_hook)
         o->cfg_hook(&c.cfg, o->arg);
     if (o->pre_init) {

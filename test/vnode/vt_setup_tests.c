@@ -325,6 +325,34 @@ int t_noshm(void)
     return 0;
 }
 
+/* -- auto_ring: the default ring size by the number of local ranks, and its segment -- */
+int t_auto_ring(void)
+{
+    static const struct {
+        int n;
+        size_t ring;
+    } want[] = { {1, 524288}, {2, 524288}, {5, 524288}, {6, 262144}, {9, 262144},
+    {10, 131072}, {17, 131072}, {18, 65536}, {64, 65536}, {VNODE_MAX_LOCAL, 65536}
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        size_t got = vnode_auto_ring(want[i].n);
+        CHECK(got == want[i].ring, "%d local ranks: %zu-byte rings, expected %zu", want[i].n,
+              got, want[i].ring);
+    }
+    /* ring_bytes 0 lays the segment out with that size; a set size is kept */
+    char job[64];
+    vnode_config_t a, b;
+    one_rank_cfg(&a, vt_job_name(job, sizeof(job)), 6);
+    b = a;
+    b.ring_bytes = 262144;
+    CHECK(a.ring_bytes == 0 && vnode_segment_bytes(&a) == vnode_segment_bytes(&b),
+          "default segment %zu bytes, with 256 KiB rings %zu", vnode_segment_bytes(&a),
+          vnode_segment_bytes(&b));
+    b.ring_bytes = 65536;
+    CHECK(vnode_segment_bytes(&b) < vnode_segment_bytes(&a), "a set 64 KiB ring is not kept");
+    return 0;
+}
+
 /* -- attach_timeout: local rank 1 never comes -- */
 int t_attach_timeout(void)
 {

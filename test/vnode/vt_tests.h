@@ -22,6 +22,7 @@ int t_cleanup_kill9(void);
 int t_watch(void);
 int t_two_jobs(void);
 int t_noshm(void);
+int t_auto_ring(void);
 int t_attach_timeout(void);
 int t_mismatch(void);
 int t_stale(void);

@@ -48,7 +48,8 @@ typedef struct vnode_config {
     int nlocal;                 /* ranks on this node (in this segment), 1..VNODE_MAX_LOCAL */
     int local;                  /* this rank's index among them, 0..nlocal-1 */
     size_t ring_bytes;          /* bytes of units per ordered pair: rounded up to a power of
-                                 * two, at least 4 * the largest packet */
+                                 * two, at least 4 * the largest packet; 0 (the default):
+                                 * vnode_auto_ring(nlocal) */
     size_t max_pkt;             /* largest hlen + len of a packet */
     int direct;                 /* peers a receiver polls directly, 0..VNODE_MAX_DIRECT; the
                                  * others reach it through its summary bitmap */
@@ -79,6 +80,8 @@ static inline uint64_t vnode_rec_units(size_t body)
 void vnode_config_default(vnode_config_t * cfg);
 /* The segment's size for cfg (the bytes /dev/shm must have free). */
 size_t vnode_segment_bytes(const vnode_config_t * cfg);
+/* The default ring size for nlocal ranks (ring_bytes = 0) */
+size_t vnode_auto_ring(int nlocal);
 
 /* Setup, in two steps with the embedder's exchange (a barrier) between them:
  * vnode_init: local rank 0 checks /dev/shm's free space (VNODE_ERR_NOSPACE names the bytes

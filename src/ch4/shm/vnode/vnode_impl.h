@@ -34,6 +34,9 @@
 #define VNODE_PEER_BATCH   16   /* packets per peer per vnode_poll, for fairness */
 #define VNODE_IDLE_DEMOTE  4096 /* empty polls before a direct peer gives up its slot */
 #define VNODE_JOB_MAX      96
+#define VNODE_RING_AUTO_MAX    (512 * 1024)     /* vnode_auto_ring */
+#define VNODE_RING_AUTO_MIN    (64 * 1024)
+#define VNODE_RING_AUTO_BUDGET (2 * 1024 * 1024)        /* a rank's inbound rings */
 
 /* Monotonic milliseconds: attach deadlines, and the claimer's wait for a helper's chunk. */
 static inline double vnode_now_ms(void)

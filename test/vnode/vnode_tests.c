@@ -371,6 +371,91 @@ int t_doorbell(void)
     return vt_run(2, db_body, &o);
 }
 
+/* -- sleep_race: packets published without a fence while the receiver goes to sleep for
+ * the first time (its membarrier, vnode_bell.c) or again (the fence): none may be slept
+ * past. Rank 0 sends packet i a random 0-1.5 us after it saw the ack of i - 1, so that it
+ * lands while rank 1, which acked and found nothing, sets its sleepy word and arms. -- */
+#define SR_PACKETS 6000
+
+static double sr_now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static void sr_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data,
+                  size_t len)
+{
+    uint32_t got;
+    CHECK(hlen == sizeof(got), "a %zu-byte header", hlen);
+    memcpy(&got, hdr, sizeof(got));
+    CHECK(got == *(uint32_t *) arg, "packet %u, expected %u", got, *(uint32_t *) arg);
+    ++*(uint32_t *) arg;
+}
+
+static void sr_spin(uint64_t * rnd)
+{
+    *rnd ^= *rnd << 13, *rnd ^= *rnd >> 7, *rnd ^= *rnd << 17;
+    double until = sr_now_us() + (double) (*rnd % 1500) / 1000;
+    while (sr_now_us() < until);
+}
+
+static int sr_body(vt_ctx_t * c)
+{
+    vnode_t *v = c->v;
+    uint32_t next = 0, firsts = 0;
+    uint64_t rnd = c->rank ? 0x9e3779b97f4a7c15ULL : 88172645463325252ULL;
+    vnode_stats_t s;
+    if (c->rank == 1) {
+        for (uint32_t i = 0; i < SR_PACKETS; i++) {
+            if (i % 2)
+                firsts += vnode_test_unsleepy(v);       /* the next arm is a first sleep */
+            sr_spin(&rnd);
+            for (;;) {
+                CHECK(vnode_poll(v, sr_rx, &next) >= 0, "poll: %s", vnode_error(v));
+                if (next != i)
+                    break;
+                int rc = vnode_arm(v);
+                CHECK(rc == VNODE_OK || rc == VNODE_AGAIN, "arm: %s", vnode_error(v));
+                struct pollfd p = { vnode_doorbell_fd(v), POLLIN, 0 };
+                CHECK(rc == VNODE_AGAIN || poll(&p, 1, 2000) == 1,
+                      "packet %u was slept past (no doorbell in 2 s; %s in the ring)", i,
+                      vnode_poll(v, sr_rx, &next) > 0 ? "it was" : "not");
+            }
+            CHECK_OK(v, vnode_send(v, 0, &i, sizeof(i), NULL, 0));
+        }
+        vnode_get_stats(v, &s);
+        fprintf(stderr, "  %llu membarriers (first sleeps), %llu of %llu acks unfenced\n",
+                (unsigned long long) s.membarriers, (unsigned long long) s.unfenced,
+                (unsigned long long) s.pkts_sent);
+        CHECK(firsts == SR_PACKETS / 2 && s.membarriers > 0 && s.membarriers <= firsts + 1 &&
+              s.unfenced == s.pkts_sent, "%llu membarriers for %u first sleeps, %llu of %llu "
+              "acks unfenced", (unsigned long long) s.membarriers, firsts,
+              (unsigned long long) s.unfenced, (unsigned long long) s.pkts_sent);
+    } else {
+        for (uint32_t i = 0; i < SR_PACKETS; i++) {
+            sr_spin(&rnd);
+            CHECK_OK(v, vnode_send(v, 1, &i, sizeof(i), NULL, 0));
+            while (next == i)
+                CHECK(vnode_poll(v, sr_rx, &next) >= 0, "poll: %s", vnode_error(v));
+        }
+        vnode_get_stats(v, &s);
+        fprintf(stderr, "  %llu of %llu packets unfenced\n", (unsigned long long) s.unfenced,
+                (unsigned long long) s.pkts_sent);
+        CHECK(s.unfenced > 0 && s.unfenced < s.pkts_sent, "%llu of %llu packets unfenced",
+              (unsigned long long) s.unfenced, (unsigned long long) s.pkts_sent);
+    }
+    vt_barrier(c);
+    return 0;
+}
+
+int t_sleep_race(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(2, sr_body, &o);
+}
+
 /* -- reserve: packets written in place (vnode_reserve/commit) between copied ones, in
  * order, through many laps of the ring (PADs included); bad reservations are errors -- */
 typedef struct {
@@ -466,6 +551,7 @@ static const struct {
     {"basic", t_basic}, {"wrap", t_wrap}, {"full_both_ways", t_full_both_ways},
     {"contention8", t_contention8}, {"contention8_summary", t_contention8_summary},
     {"summary64", t_summary64}, {"fairness", t_fairness}, {"doorbell", t_doorbell},
+    {"sleep_race", t_sleep_race},
     {"malformed_src", t_malformed_src}, {"malformed_len0", t_malformed_len0},
     {"malformed_len_big", t_malformed_len_big}, {"malformed_hlen0", t_malformed_hlen0},
     {"malformed_hlen_gt_len", t_malformed_hlen_gt_len},

@@ -385,6 +385,22 @@ cvars:
         (1 MiB under a lock: 24 against 13 GB/s). Neither waits for the other. 0: the
         receiver (the origin) copies alone.
 
+    - name        : MPIR_CVAR_AMLAPI_VNODE_MEMBARRIER
+      category    : CH4_AMLAPI
+      type        : boolean
+      default     : true
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        On-node packets to a rank that polls go without a full memory fence: a rank about to
+        sleep for the first time (interrupt mode, an oversubscribed node, a progress thread)
+        calls membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) once, and its senders fence from
+        then on. Applies on nodes of at most 9 ranks (every peer polled directly) where the
+        kernel offers membarrier. Measured, 2 ranks on an Intel Xeon VM: 8-byte message rate
+        15.5-16.0 against 10.9-11.3 Mmsg/s with a fence per packet, 1-byte latency level;
+        the membarrier took 16 us. 0: a fence after every packet.
+
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
@@ -455,6 +471,7 @@ static int read_vnode_config(aml_config_t * cfg)
     cfg->vnode_eager_limit = (size_t) MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD;
     cfg->vnode_single_copy = MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY;
     cfg->vnode_shared_copy = (size_t) MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY;
+    cfg->vnode_fence_always = !MPIR_CVAR_AMLAPI_VNODE_MEMBARRIER;
     /* split nodes (NOLOCAL, cliques) reach the rest of this host through UCX */
     cfg->ucx_onnode = MPIR_CVAR_NOLOCAL || MPIR_pmi_has_local_cliques();
     cfg->vnode_watch = MPIR_CVAR_AMLAPI_REPORT_EXIT;

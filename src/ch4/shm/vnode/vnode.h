@@ -59,6 +59,8 @@ typedef struct vnode_config {
                                  * (0: 60000) */
     size_t share_min;           /* vnode_copy_shared shares copies of at least this many
                                  * bytes with the exporter (0: never); default 32768 */
+    int fence_always;           /* 1: a full fence after every packet, as if no peer could
+                                 * use membarrier (vnode_bell.c); default 0 */
 } vnode_config_t;
 
 #define VNODE_MAX_LOCAL  1024
@@ -199,6 +201,8 @@ typedef struct vnode_stats {
     uint64_t copy_bytes;        /* bytes moved by single copy (shared copies included) */
     uint64_t shared_copies;     /* vnode_copy_shared calls that shared with the exporter */
     uint64_t helped_bytes;      /* bytes this rank copied for peers' copies (vnode_help) */
+    uint64_t unfenced;          /* packets published without a fence (the receiver polls) */
+    uint64_t membarriers;       /* vnode_arm's membarrier calls (a first sleep) */
 } vnode_stats_t;
 void vnode_get_stats(const vnode_t * v, vnode_stats_t * s);
 
@@ -211,6 +215,9 @@ int vnode_test_ndirect(const vnode_t * v);
 /* Tests only: vnode_help sleeps this long between reading a copy's fields and taking its
  * chunk, so that a test makes the copy end and another begin in between. */
 extern unsigned vnode_test_help_delay_us;
+/* Tests only: forget that this rank sleeps (its sleepy word back to 0), so that its next
+ * vnode_arm goes through the membarrier again; 0 when it cannot (no membarrier). */
+int vnode_test_unsleepy(vnode_t * v);
 #endif
 
 #endif /* VNODE_H_INCLUDED */

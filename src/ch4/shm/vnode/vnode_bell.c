@@ -4,6 +4,18 @@
  * the process) and sleeps on its fd. To sleep, a rank stores ARMED in its sleeping word,
  * fences, and looks once more for work (vnode_arm); a sender fences after publishing and, if
  * it sees ARMED, swaps it to RUNG (so one datagram per sleep) and sends one byte.
+ *
+ * The sender's fence is only needed once its receiver may sleep. Every rank registers for
+ * membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) at attach and, when that worked, starts with
+ * its sleepy word at 0. A sender that registered too publishes with no fence while that word
+ * reads 0 (vnode_ring.c). The first vnode_arm stores 1 there, then calls membarrier, which
+ * runs a full barrier on every core running a registered process: a sender whose load of the
+ * word came before that barrier on its core had stored its record before it, so the record is
+ * visible when membarrier returns and the arm's look finds it; a later load reads 1, and that
+ * sender fences and rings as before. The word stays 1: a rank that sleeps once (interrupt
+ * mode, an oversubscribed node, a progress thread) is likely to sleep again, and each
+ * membarrier costs about 16 us here (an interrupt to the other core of a VM). Without
+ * membarrier (old kernels, seccomp) the word is 1 from the start: every packet is fenced.
  */
 #define _GNU_SOURCE
 #include "vnode_impl.h"
@@ -13,7 +25,42 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <linux/membarrier.h>
+
+static int membarrier(int cmd)
+{
+#ifdef __NR_membarrier
+    return (int) syscall(__NR_membarrier, cmd, 0, 0);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+void vnode_fence_setup(vnode_t * v)
+{
+    int q = v->cfg.fence_always ? 0 : membarrier(MEMBARRIER_CMD_QUERY);
+    v->asym = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+        membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+    v->sleepy = !v->asym;
+    VNODE_STORE(&vnode_rank(v, v->local)->sleepy, v->sleepy ? 1 : 0, RELAXED);
+}
+
+/* Before the first sleep: from now on our senders fence (see the top) */
+static bool become_sleepy(vnode_t * v)
+{
+    VNODE_STORE(&vnode_rank(v, v->local)->sleepy, 1, RELAXED);
+    v->sleepy = true;
+    v->stats.membarriers++;
+    if (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0)
+        return true;
+    /* registered, so not expected: without the barrier a record stored just now may not be
+     * visible yet; rather than sleep past it, poll once more (the next arm only fences) */
+    v->asym = false;
+    return false;
+}
 
 /* The abstract address of local rank r's doorbell. A name too long for sun_path keeps the
  * job's start and a hash of all of it. */
@@ -79,6 +126,8 @@ int vnode_arm(vnode_t * v)
 {
     if (!v->attached)
         return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_arm before vnode_attach");
+    if (!v->sleepy && !become_sleepy(v))
+        return VNODE_AGAIN;
     uint32_t *s = &vnode_rank(v, v->local)->sleeping;
     VNODE_STORE(s, VNODE_ARMED, RELAXED);
     v->armed = true;
@@ -98,6 +147,17 @@ void vnode_disarm(vnode_t * v)
         == VNODE_RUNG)
         vnode_bell_drain(v);
 }
+
+#ifdef VNODE_TEST_HOOKS
+int vnode_test_unsleepy(vnode_t * v)
+{
+    if (!v->asym)
+        return 0;
+    v->sleepy = false;
+    VNODE_STORE(&vnode_rank(v, v->local)->sleepy, 0, RELEASE);
+    return 1;
+}
+#endif
 
 int vnode_doorbell_fd(const vnode_t * v)
 {

@@ -73,6 +73,8 @@ typedef struct vnode_seg_rank {
     _Alignas(64) uint32_t sleeping;     /* VNODE_AWAKE/ARMED (the rank), RUNG (a sender) */
     uint32_t done;              /* the rank: 1 once it called vnode_finalize, 2 when it ends
                                  * on an error it reported (vnode_ending) */
+    uint32_t sleepy;            /* the rank: 0 while it never sleeps and can use membarrier,
+                                 * so its senders need no fence (vnode_bell.c); else 1 */
 } vnode_seg_rank_t;
 
 enum { VNODE_AWAKE = 0, VNODE_ARMED = 1, VNODE_RUNG = 2 };
@@ -144,6 +146,8 @@ typedef struct vnode_tx {
     bool touched;               /* the ring's lines were written once (vnode_send) */
     uint32_t rsv_word, rsv_k;   /* vnode_reserve: the record's word and units, */
     uint64_t rsv_pos;           /* and its unit, for vnode_commit */
+    const uint32_t *sleepy;     /* the receiver's sleepy word when a 0 there lets a packet go
+                                 * without a fence (vnode_bell.c), else NULL */
 } vnode_tx_t;
 
 /* Receiver's private view of one ring. */
@@ -173,6 +177,8 @@ struct vnode {
 
     int bell_fd;
     bool armed;                 /* this rank stored VNODE_ARMED and has not polled since */
+    bool asym;                  /* registered for membarrier(GLOBAL_EXPEDITED) (vnode_bell.c) */
+    bool sleepy;                /* our sleepy word is 1 */
 
     vnode_tx_t *tx;             /* [nlocal], by destination */
     vnode_rx_t *rx;             /* [nlocal], by source */
@@ -235,6 +241,7 @@ void vnode_bell_close(vnode_t * v);
 void vnode_bell_ring(vnode_t * v, int peer);
 void vnode_bell_drain(vnode_t * v);
 void vnode_disarm(vnode_t * v);         /* ends a sleep: AWAKE, drain the doorbell if rung */
+void vnode_fence_setup(vnode_t * v);    /* vnode_ring_setup: membarrier, our sleepy word */
 
 /* Rings peer's doorbell if it sleeps; only one waker per sleep (ARMED -> RUNG). The caller
  * fenced after publishing what peer should see. */

@@ -108,6 +108,8 @@ typedef struct aml_config {
     size_t vnode_shared_copy;   /* single copies of at least this many bytes are shared: the
                                  * sender's progress copies part of them (0: never; default
                                  * 32768) */
+    int vnode_fence_always;     /* 1: a fence after every on-node packet, no membarrier before
+                                 * a first sleep (default 0) */
     uint64_t vnode_shm_free;    /* tests: pretend /dev/shm has this many bytes free (0: ask) */
     int keepalive_ms;           /* peers on other hosts (another hostname) use UCX's failure
                                  * handling, and a failed one is fatal, naming it; their silent

@@ -125,6 +125,7 @@ static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
     vc.max_pkt = *max_hdr + aml->packet_size;
     vc.shm_free = cfg->vnode_shm_free;
     vc.share_min = cfg->vnode_shared_copy;
+    vc.fence_always = cfg->vnode_fence_always;
     rc = vnode_init(&vc, &n->v, cfg->errbuf, cfg->errlen);
     if (rc != VNODE_OK)
         return rc == VNODE_ERR_INVAL ? AML_ERR_INVAL : AML_ERR_SETUP;

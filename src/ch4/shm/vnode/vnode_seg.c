@@ -52,7 +52,7 @@ static size_t round_up(size_t x, size_t a)
  * window of 64 such messages fits the ring). A two-thread model of the ring showed the same
  * from 128 KiB up: a sender that reuses lines the receiver read a few messages earlier waits
  * longer for each of them. The budget keeps a node's segment n * 2 MiB at most while that
- * allows 64 KiB rings (n <= 32; larger nodes keep 64 KiB, as before). */
+ * allows 64 KiB rings (up to 33 ranks; larger nodes keep 64 KiB, as before). */
 size_t vnode_auto_ring(int nlocal)
 {
     size_t ring = VNODE_RING_AUTO_MAX;

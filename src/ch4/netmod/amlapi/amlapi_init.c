@@ -372,7 +372,7 @@ cvars:
     - name        : MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY
       category    : CH4_AMLAPI
       type        : int
-      default     : 32768
+      default     : 65536
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
@@ -383,7 +383,10 @@ cvars:
         about half the time). Direct puts and gets into an MPI_Win_create window of a rank
         of this node share the same way with the target's progress, every operation in turn
         (1 MiB under a lock: 24 against 13 GB/s). Neither waits for the other. 0: the
-        receiver (the origin) copies alone.
+        receiver (the origin) copies alone. Default 64 KiB: chunks are at least 32 KiB, so a
+        smaller copy has nothing to share and only paid for the export (Intel Xeon VM, 2
+        ranks, 6 interleaved runs: 32 KiB latency 3.36 against 3.57 us, 48 KiB 3.88 against
+        4.14, with 32768).
 
     - name        : MPIR_CVAR_AMLAPI_VNODE_MEMBARRIER
       category    : CH4_AMLAPI

@@ -58,7 +58,7 @@ typedef struct vnode_config {
     int attach_timeout_ms;      /* vnode_attach waits this long for the other local ranks
                                  * (0: 60000) */
     size_t share_min;           /* vnode_copy_shared shares copies of at least this many
-                                 * bytes with the exporter (0: never); default 32768 */
+                                 * bytes with the exporter (0: never); default 65536 */
     int fence_always;           /* 1: a full fence after every packet, as if no peer could
                                  * use membarrier (vnode_bell.c); default 0 */
 } vnode_config_t;

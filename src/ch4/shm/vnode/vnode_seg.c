@@ -26,7 +26,7 @@ void vnode_config_default(vnode_config_t * cfg)
     cfg->max_pkt = 8248 + 1024;
     cfg->direct = 8;
     cfg->attach_timeout_ms = 60000;
-    cfg->share_min = 32768;
+    cfg->share_min = 65536;     /* MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY says why */
 }
 
 int vnode_fail(vnode_t * v, int rc, const char *fmt, ...)

@@ -107,7 +107,7 @@ typedef struct aml_config {
                                  * node allows it; 0: as packets */
     size_t vnode_shared_copy;   /* single copies of at least this many bytes are shared: the
                                  * sender's progress copies part of them (0: never; default
-                                 * 32768) */
+                                 * 65536) */
     int vnode_fence_always;     /* 1: a fence after every on-node packet, no membarrier before
                                  * a first sleep (default 0) */
     uint64_t vnode_shm_free;    /* tests: pretend /dev/shm has this many bytes free (0: ask) */

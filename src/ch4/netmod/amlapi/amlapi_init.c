@@ -331,10 +331,10 @@ cvars:
         small (containers default to 64 MiB). 0 (default): by the node's n, the largest of
         512, 256, 128 KiB whose n-1 rings take at most 2 MiB per rank, else 64 KiB (512 KiB
         up to 5 ranks, 256 KiB up to 9, 128 KiB up to 17). Measured with 2 ranks on an Intel
-        Xeon VM against the former fixed 64 KiB: 8-byte message rate 12.0-12.5 against
-        10.3-10.7 Mmsg/s, 4 KiB latency 1.27-1.31 against 1.42-1.46 us, 8 KiB bandwidth
-        11.4-11.8 against 5.6 GB/s (512 KiB; 7.7 with 256 KiB); 1 MiB rings lowered the
-        message rate again (11.1-11.8).
+        Xeon VM against the former fixed 64 KiB: 8-byte message rate 11.2-12.5 against
+        10.3-10.7 Mmsg/s, 4 KiB latency 1.27-1.32 against 1.44-1.50 us, 8 KiB bandwidth
+        11.5-11.8 against 5.6 GB/s (512 KiB; 7.5-7.9 with 256 KiB). Medians of 5 message
+        rates: 12.3 with 256 KiB rings, 12.1 with 512 KiB, 11.7 with 1 MiB.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY
       category    : CH4_AMLAPI

@@ -46,9 +46,9 @@ static size_t round_up(size_t x, size_t a)
 
 /* The default ring: as large as VNODE_RING_AUTO_MAX while a rank's n - 1 inbound rings stay
  * within VNODE_RING_AUTO_BUDGET, never below VNODE_RING_AUTO_MIN. Measured on an Intel Xeon
- * VM, 2 ranks, against 64 KiB rings: 8-byte message rate 12.0-12.5 against 10.3-10.7 Mmsg/s
- * with 256 and 512 KiB rings (11.1-11.8 with 1 MiB), 4 KiB latency 1.27-1.31 against
- * 1.42-1.46 us, and 8 KiB streaming bandwidth 11.4-11.8 GB/s with 512 KiB against 5.6 (a
+ * VM, 2 ranks, against 64 KiB rings: 8-byte message rate 11.2-12.5 against 10.3-10.7 Mmsg/s
+ * with 256 and 512 KiB rings (11.1-11.8 with 1 MiB), 4 KiB latency 1.27-1.32 against
+ * 1.44-1.50 us, and 8 KiB streaming bandwidth 11.5-11.8 GB/s with 512 KiB against 5.6 (a
  * window of 64 such messages fits the ring). A two-thread model of the ring showed the same
  * from 128 KiB up: a sender that reuses lines the receiver read a few messages earlier waits
  * longer for each of them. The budget keeps a node's segment n * 2 MiB at most while that

@@ -394,6 +394,23 @@ static void sr_rx(void *arg, int src, const void *hdr, size_t hlen, const void *
     ++*(uint32_t *) arg;
 }
 
+/* Polls until packet i is in; whenever nothing is there, arms and sleeps on the doorbell: a
+ * packet slept past for 2 s fails the test. */
+static void sr_sleep_until(vnode_t * v, uint32_t * next, uint32_t i)
+{
+    for (;;) {
+        CHECK(vnode_poll(v, sr_rx, next) >= 0, "poll: %s", vnode_error(v));
+        if (*next != i)
+            return;
+        int rc = vnode_arm(v);
+        CHECK(rc == VNODE_OK || rc == VNODE_AGAIN, "arm: %s", vnode_error(v));
+        struct pollfd p = { vnode_doorbell_fd(v), POLLIN, 0 };
+        CHECK(rc == VNODE_AGAIN || poll(&p, 1, 2000) == 1,
+              "packet %u was slept past (no doorbell in 2 s; %s in the ring)", i,
+              vnode_poll(v, sr_rx, next) > 0 ? "it was" : "not");
+    }
+}
+
 static void sr_spin(uint64_t * rnd)
 {
     *rnd ^= *rnd << 13, *rnd ^= *rnd >> 7, *rnd ^= *rnd << 17;
@@ -417,17 +434,7 @@ static int sr_body(vt_ctx_t * c)
             if (i % 2)
                 firsts += vnode_test_unsleepy(v);       /* the next arm is a first sleep */
             sr_spin(&rnd);
-            for (;;) {
-                CHECK(vnode_poll(v, sr_rx, &next) >= 0, "poll: %s", vnode_error(v));
-                if (next != i)
-                    break;
-                int rc = vnode_arm(v);
-                CHECK(rc == VNODE_OK || rc == VNODE_AGAIN, "arm: %s", vnode_error(v));
-                struct pollfd p = { vnode_doorbell_fd(v), POLLIN, 0 };
-                CHECK(rc == VNODE_AGAIN || poll(&p, 1, 2000) == 1,
-                      "packet %u was slept past (no doorbell in 2 s; %s in the ring)", i,
-                      vnode_poll(v, sr_rx, &next) > 0 ? "it was" : "not");
-            }
+            sr_sleep_until(v, &next, i);
             CHECK_OK(v, vnode_send(v, 0, &i, sizeof(i), NULL, 0));
         }
         vnode_get_stats(v, &s);
@@ -478,12 +485,7 @@ static int fa_body(vt_ctx_t * c)
         if (c->rank == 0) {
             CHECK_OK(v, vnode_send(v, 1, &i, sizeof(i), NULL, 0));
         } else {
-            while (next == i) {
-                CHECK(vnode_poll(v, sr_rx, &next) >= 0, "poll: %s", vnode_error(v));
-                int rc = next == i ? vnode_arm(v) : VNODE_AGAIN;
-                struct pollfd p = { vnode_doorbell_fd(v), POLLIN, 0 };
-                CHECK(rc == VNODE_AGAIN || poll(&p, 1, 2000) == 1, "packet %u slept past", i);
-            }
+            sr_sleep_until(v, &next, i);
         }
         vt_barrier(c);
     }

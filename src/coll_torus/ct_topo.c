@@ -18,6 +18,19 @@ int ct_topo_nnodes(const ct_topo *t)
     return nnodes_of(t->dims);
 }
 
+/* The number of positions of dims, or -1 above CT_MAX_CELLS. Every extent is at most 65536
+ * (the parsers' bound), so no step of the product can overflow before the bound is seen;
+ * with it, linear() of coordinates inside dims fits an int. */
+#define CT_MAX_CELLS (INT_MAX / 2)
+static long cells_of(const int dims[CT_MAXDIMS])
+{
+    long p = 1;
+    for (int d = 0; d < CT_MAXDIMS; d++)
+        if (dims[d] < 1 || __builtin_mul_overflow(p, (long) dims[d], &p) || p > CT_MAX_CELLS)
+            return -1;
+    return p;
+}
+
 static int linear(const int dims[CT_MAXDIMS], const int c[CT_MAXDIMS])
 {
     return c[0] + dims[0] * (c[1] + dims[1] * (c[2] + dims[2] * c[3]));
@@ -82,7 +95,7 @@ int ct_shape_parse(const char *s, int dims[CT_MAXDIMS], int wrap[CT_MAXDIMS])
                                 "joined by 'x'; 'm' marks a mesh dimension)", s, *p);
         p++;
     }
-    if ((long) dims[0] * dims[1] * dims[2] * dims[3] > INT_MAX / 2)
+    if (cells_of(dims) < 0)
         return ct_set_error(CT_ERR_INVALID, "shape '%s': too many ranks", s);
     return CT_OK;
 }
@@ -108,7 +121,11 @@ static int topo_alloc(ct_topo *t, const int dims[CT_MAXDIMS], const int wrap[CT_
     for (int d = 0; d < 3; d++)     /* a ring of one or two has no use for wrap */
         if (t->dims[d] <= 2)
             t->wrap[d] = t->dims[d] == 2 ? t->wrap[d] : 0;
-    t->nranks = dims[0] * dims[1] * dims[2] * dims[3];
+    long cells = cells_of(dims);
+    if (cells < 0)
+        return ct_set_error(CT_ERR_INVALID, "topology %dx%dx%dx%d: too many ranks", dims[0],
+                            dims[1], dims[2], dims[3]);
+    t->nranks = (int) cells;
     t->coords = malloc(sizeof *t->coords * (size_t) t->nranks);
     t->rank_at = malloc(sizeof(int) * (size_t) t->nranks);
     if (!t->coords || !t->rank_at) {
@@ -256,6 +273,43 @@ int ct_topo_default(ct_topo *t, int nranks, const int *node_of_rank, const char 
     return CT_OK;
 }
 
+static int pos_cmp(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    for (int d = 0; d < CT_MAXDIMS; d++)
+        if (x[d] != y[d])
+            return x[d] < y[d] ? -1 : 1;
+    return x[CT_MAXDIMS] < y[CT_MAXDIMS] ? -1 : x[CT_MAXDIMS] > y[CT_MAXDIMS];
+}
+
+/* the first line (in file order) whose position an earlier line holds */
+static int find_duplicate(const char *path, int (*c)[CT_MAXDIMS], const int *lineof, int n)
+{
+    int (*key)[CT_MAXDIMS + 1] = malloc(sizeof *key * (size_t) (n > 0 ? n : 1));
+    int dup = -1, first = -1;
+    if (!key)
+        return ct_set_error(CT_ERR_NOMEM, "out of memory");
+    for (int r = 0; r < n; r++) {
+        memcpy(key[r], c[r], sizeof c[r]);
+        key[r][CT_MAXDIMS] = r;
+    }
+    qsort(key, (size_t) n, sizeof *key, pos_cmp);
+    for (int i = 1; i < n; i++)
+        if (!memcmp(key[i], key[i - 1], sizeof c[0]) && (dup < 0 || key[i][CT_MAXDIMS] < dup)) {
+            int j = i - 1;      /* the run's first rank holds the position */
+            while (j > 0 && !memcmp(key[j - 1], key[i], sizeof c[0]))
+                j--;
+            dup = key[i][CT_MAXDIMS];
+            first = key[j][CT_MAXDIMS];
+        }
+    free(key);
+    if (dup < 0)
+        return CT_OK;
+    return ct_set_error(CT_ERR_INVALID, "%s:%d: (%d,%d,%d,%d) is already rank %d's (line %d): "
+                        "the mapping must be a bijection", path, lineof[dup], c[dup][0],
+                        c[dup][1], c[dup][2], c[dup][3], first, lineof[first]);
+}
+
 int ct_topo_from_file(ct_topo *t, const char *path, int nranks, const char *shape)
 {
     memset(t, 0, sizeof *t);
@@ -356,28 +410,11 @@ int ct_topo_from_file(ct_topo *t, const char *path, int nranks, const char *shap
                 if (c[r][d] + 1 > dims[d])
                     dims[d] = c[r][d] + 1;
     }
-    long cells = (long) dims[0] * dims[1] * dims[2] * dims[3];
-    /* a position given twice says more than a count that does not match */
-    if (cells <= 64L * 1024 * 1024) {
-        int *seen = malloc(sizeof(int) * (size_t) cells);
-        if (!seen) {
-            rc = ct_set_error(CT_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        for (long i = 0; i < cells; i++)
-            seen[i] = -1;
-        for (int r = 0; r < n && !rc; r++) {
-            int li = linear(dims, c[r]);
-            if (seen[li] >= 0)
-                rc = ct_set_error(CT_ERR_INVALID, "%s:%d: (%d,%d,%d,%d) is already rank %d's "
-                                  "(line %d): the mapping must be a bijection", path, lineof[r],
-                                  c[r][0], c[r][1], c[r][2], c[r][3], seen[li], lineof[seen[li]]);
-            seen[li] = r;
-        }
-        free(seen);
-        if (rc)
-            goto out;
-    }
+    /* a position given twice says more than a count that does not match; found by sorting
+     * the n positions, so memory follows the file's length, not the extents it names */
+    if ((rc = find_duplicate(path, c, lineof, n)))
+        goto out;
+    long cells = cells_of(dims);
     if (cells != nranks) {
         char sh[64];
         ct_shape_format(dims, wrap, sh, sizeof sh);

@@ -772,6 +772,9 @@ static void t_shapes(void)
     expect_err(ct_shape_parse("2x2x2x2", d, w), "at most 3", "shape '2x2x2x2'");
     expect_err(ct_shape_parse("2tx2", d, w), "comes after", "shape '2tx2'");
     expect_err(ct_shape_parse("2x2tx2", d, w), "nothing may follow", "shape '2x2tx2'");
+    expect_err(ct_shape_parse("65536x65536x65536x65536t", d, w), "too many ranks",
+               "shape of 2^64 positions");
+    expect_err(ct_shape_parse("2048x1024x512", d, w), "too many ranks", "shape of 2^30 positions");
     /* the default factorisation, like MPI_Dims_create */
     struct { int n; int a, b, c; } df[] = {
         { 512, 8, 8, 8 }, { 64, 4, 4, 4 }, { 1024, 16, 8, 8 }, { 12, 3, 2, 2 }, { 7, 7, 1, 1 },
@@ -865,6 +868,12 @@ static void t_mapfile(void)
         { "0 0 0\n1 0 0 0\n", 2, NULL, ":2: 4 coordinates where earlier lines have 3" },
         { "0 0 -1\n", 1, NULL, ":1: '-1' is not a coordinate" },
         { "0 0 0\n1 0 0\n", 2, "2y", "unexpected 'y'" },
+        /* extents whose product overflows 64 bits, and one of 2^26 positions for 2 ranks:
+         * refused without an allocation the size of the extents */
+        { "65535 65535 65535 65535\n", 1, NULL, "cannot be a bijection" },
+        { "0 0 0\n65535 1023 0\n", 2, NULL, "cannot be a bijection onto shape 65536x1024" },
+        { "0 0 0 0\n1 0 0 0\n", 2, "65536x65536x65536x65536t", "too many ranks" },
+        { "5 5 5\n0 0 0\n5 5 5\n", 3, NULL, ":3: (5,5,5,0) is already rank 0's (line 1)" },
     };
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = write_map(bad[i].text);

@@ -441,6 +441,46 @@ int t_stale(void)
     return 0;
 }
 
+/* -- long_job_names: jobs whose names differ only after VNODE_JOB_MAX characters, or only in
+ * characters a segment name cannot hold, get segments of their own -- */
+static int shm_entries_with(const char *part)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "ls /dev/shm | grep -c -- '%s'", part);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1)
+            n = -1;
+        pclose(f);
+    }
+    return n;
+}
+
+int t_long_job_names(void)
+{
+    char base[64], jobs[4][160], err[512];
+    vt_job_name(base, sizeof(base));
+    for (int i = 0; i < 2; i++)     /* 2 x 120 characters, the last one differs */
+        snprintf(jobs[i], sizeof(jobs[i]), "%s-%0*d%c", base, 119 - (int) strlen(base), 0,
+                 'A' + i);
+    snprintf(jobs[2], sizeof(jobs[2]), "%s/x", base);   /* "/" and ":" both become '_' */
+    snprintf(jobs[3], sizeof(jobs[3]), "%s:x", base);
+    vnode_t *v[4];
+    for (int i = 0; i < 4; i++) {
+        vnode_config_t cfg;
+        /* local rank 0 of 2: the segment stays, its creator alive, until the other attaches */
+        one_rank_cfg(&cfg, jobs[i], 2);
+        int rc = vnode_init(&cfg, &v[i], err, sizeof(err));
+        CHECK(rc == VNODE_OK, "job %d (%s): %s", i, jobs[i], err);
+    }
+    CHECK(shm_entries_with(base) == 4, "%d segments for 4 jobs", shm_entries_with(base));
+    for (int i = 0; i < 4; i++)
+        vnode_finalize(v[i]);
+    CHECK(shm_entries_with(base) == 0, "segments left: %d", shm_entries_with(base));
+    return 0;
+}
+
 /* -- alone: one local rank -- */
 int t_alone(void)
 {

@@ -27,6 +27,7 @@ int t_attach_timeout(void);
 int t_mismatch(void);
 int t_stale(void);
 int t_alone(void);
+int t_long_job_names(void);
 int t_basic(void);
 
 /* vt_copy_tests.c */

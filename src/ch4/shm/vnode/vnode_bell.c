@@ -72,11 +72,8 @@ static socklen_t bell_addr(const vnode_t * v, int r, struct sockaddr_un *a)
     size_t cap = sizeof(a->sun_path) - 1;
     int n = snprintf(name, cap, "amlapi-%u-%s-%d", v->uid, v->job, r);
     if (n < 0 || (size_t) n >= cap) {
-        uint64_t h = 14695981039346656037ULL;   /* FNV-1a */
-        for (const char *c = v->job; *c; c++)
-            h = (h ^ (unsigned char) *c) * 1099511628211ULL;
         n = snprintf(name, cap, "amlapi-%u-%.48s-%016llx-%d", v->uid, v->job,
-                     (unsigned long long) h, r);
+                     (unsigned long long) vnode_hash_str(v->job), r);
     }
     return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }

@@ -38,6 +38,15 @@
 #define VNODE_RING_AUTO_MIN    (64 * 1024)
 #define VNODE_RING_AUTO_BUDGET (2 * 1024 * 1024)        /* a rank's inbound rings */
 
+/* FNV-1a of a string: names that must stay distinct when cut to fit */
+static inline uint64_t vnode_hash_str(const char *s)
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char) *s) * 1099511628211ULL;
+    return h;
+}
+
 /* Monotonic milliseconds: attach deadlines, and the claimer's wait for a helper's chunk. */
 static inline double vnode_now_ms(void)
 {

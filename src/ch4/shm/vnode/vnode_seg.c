@@ -222,6 +222,31 @@ static int seg_create(vnode_t * v)
     return VNODE_OK;
 }
 
+static bool job_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+        c == '.' || c == '_' || c == '-';
+}
+
+/* The job's name in the segment's and doorbells' names: [A-Za-z0-9._-] only, at most
+ * VNODE_JOB_MAX characters. A name that is longer or holds other characters keeps its start
+ * and ends in a hash of all of it, so two jobs whose names differ anywhere get two segments. */
+static void job_name(const char *job, char out[VNODE_JOB_MAX + 1])
+{
+    size_t n = strlen(job), keep = n;
+    bool changed = n > VNODE_JOB_MAX;
+    for (size_t i = 0; i < n && !changed; i++)
+        changed = !job_char_ok(job[i]);
+    if (changed && keep > VNODE_JOB_MAX - 17)
+        keep = VNODE_JOB_MAX - 17;
+    for (size_t i = 0; i < keep; i++)
+        out[i] = job_char_ok(job[i]) ? job[i] : '_';
+    out[keep] = 0;
+    if (changed)
+        snprintf(out + keep, VNODE_JOB_MAX + 1 - keep, "-%016llx",
+                 (unsigned long long) vnode_hash_str(job));
+}
+
 int vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -236,14 +261,7 @@ int vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t err
     if (rc == VNODE_OK && (!cfg->job || !cfg->job[0]))
         rc = vnode_fail(v, VNODE_ERR_INVAL, "vnode: no job name");
     if (rc == VNODE_OK) {
-        size_t i;
-        for (i = 0; cfg->job[i] && i < VNODE_JOB_MAX; i++) {
-            char c = cfg->job[i];
-            bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-            v->job[i] = ok ? c : '_';
-        }
-        v->job[i] = 0;
+        job_name(cfg->job, v->job);
         v->cfg = *cfg;
         v->cfg.job = v->job;
         v->cfg.ring_bytes = v->L.ring_bytes;

@@ -606,7 +606,8 @@ static const struct {
     {"cleanup_kill9", t_cleanup_kill9}, {"watch", t_watch}, {"two_jobs", t_two_jobs}, {"noshm", t_noshm},
     {"auto_ring", t_auto_ring},
     {"attach_timeout", t_attach_timeout}, {"mismatch", t_mismatch}, {"stale", t_stale},
-    {"alone", t_alone}, {"long_job_names", t_long_job_names}, {"single_copy", t_single_copy},
+    {"alone", t_alone}, {"long_job_names", t_long_job_names},
+    {"segment_owner", t_segment_owner}, {"single_copy", t_single_copy},
     {"single_copy_refused", t_single_copy_refused}, {"shared_copy", t_shared_copy},
 };
 

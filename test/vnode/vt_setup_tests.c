@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 /* -- malformed_*: rank 1 writes one bad record by hand; rank 0's poll must refuse it -- */
@@ -478,6 +479,43 @@ int t_long_job_names(void)
     for (int i = 0; i < 4; i++)
         vnode_finalize(v[i]);
     CHECK(shm_entries_with(base) == 0, "segments left: %d", shm_entries_with(base));
+    return 0;
+}
+
+/* -- segment_owner: a rank attaches only to a segment of its uid that no one else may open
+ * (one made by another user under the job's name is refused) -- */
+int t_segment_owner(void)
+{
+    if (geteuid() != 0) {
+        printf("needs root (to give a segment another owner)\n");
+        return VT_SKIP;
+    }
+    char job[64], err[512], name[160];
+    vnode_config_t cfg;
+    vnode_t *v0, *v1;
+    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 2);
+    CHECK(vnode_init(&cfg, &v0, err, sizeof(err)) == VNODE_OK, "local rank 0: %s", err);
+    snprintf(name, sizeof(name), "/amlapi-%u-%s", (unsigned) geteuid(), job);
+    struct { uid_t uid; mode_t mode; const char *want; } cases[] = {
+        { 12345, 0600, "belongs to uid 12345 with mode 600" },
+        { 0, 0666, "belongs to uid 0 with mode 666" },
+    };
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd = shm_open(name, O_RDWR, 0);
+        CHECK(fd >= 0 && fchown(fd, cases[i].uid, (gid_t) -1) == 0 &&
+              fchmod(fd, cases[i].mode) == 0, "re-owning %s: %s", name, strerror(errno));
+        close(fd);
+        cfg.local = 1;
+        cfg.attach_timeout_ms = 2000;
+        CHECK(vnode_init(&cfg, &v1, err, sizeof(err)) == VNODE_OK, "local rank 1: %s", err);
+        int rc = vnode_attach(v1);
+        fprintf(stderr, "  (%s)\n", vnode_error(v1));
+        CHECK(rc != VNODE_OK && strstr(vnode_error(v1), cases[i].want), "case %u: attach -> %d",
+              i, rc);
+        vnode_finalize(v1);
+    }
+    vnode_finalize(v0);
+    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
     return 0;
 }
 

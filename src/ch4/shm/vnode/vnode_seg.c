@@ -306,6 +306,14 @@ static int seg_map(vnode_t * v)
         return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: %s is too small or "
                           "unreadable (%s)", v->local, v->shm_name, strerror(e));
     }
+    /* local rank 0 made it 0600 as our uid: one of another owner, or that others may open,
+     * is not our job's (another user got the name first) */
+    if (st.st_uid != v->uid || (st.st_mode & 077)) {
+        close(fd);
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: %s belongs to uid %u "
+                          "with mode %03o, not to uid %u alone: refused", v->local, v->shm_name,
+                          (unsigned) st.st_uid, (unsigned) (st.st_mode & 0777), v->uid);
+    }
     void *p = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     close(fd);

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "vt.h"
 #include "vt_tests.h"
+#include "vnode_impl.h"     /* shared_forged writes an export slot by hand */
 #include <errno.h>
 #include <grp.h>
 #include <signal.h>
@@ -349,4 +350,67 @@ int t_shared_copy(void)
 {
     vt_opts_t o = {.setup = 1,.killed_rank = -1 };
     return vt_run(2, sh_body, &o);
+}
+
+/* -- shared_forged: a local rank that rewrites an export slot (the range, or a copy's fields)
+ * cannot make the exporter's help copy outside the range it exported: rank 1 exports the first
+ * MiB of 2, rank 0 widens the slot to 2 MiB and posts a copy of 2 MiB into it; rank 1's help
+ * must refuse it, naming rank 0, and leave the second MiB untouched -- */
+typedef struct {
+    uint64_t key;
+    int helped;                 /* rank 1: vnode_help's result */
+    char err[256];
+} forged_info_t;
+
+static int forged_body(vt_ctx_t * c)
+{
+    vnode_t *v = c->v;
+    forged_info_t *info = (forged_info_t *) c->scratch;
+    if (c->rank == 1) {
+        unsigned char *buf = malloc(2 * MIB);
+        CHECK(buf, "malloc");
+        memset(buf, 0xaa, 2 * MIB);
+        CHECK_OK(v, vnode_export(v, buf, MIB, &info->key));
+        CHECK(info->key, "1 MiB not exported");
+        vt_barrier(c);          /* rank 0 forges the slot */
+        vt_barrier(c);
+        info->helped = vnode_help(v);
+        snprintf(info->err, sizeof(info->err), "%s", vnode_error(v));
+        for (size_t i = MIB; i < 2 * MIB; i++)
+            CHECK(buf[i] == 0xaa, "byte %zu past the exported range was written", i - MIB);
+        vt_barrier(c);
+        vnode_unexport(v, info->key);
+        free(buf);
+        return 0;
+    }
+    vt_barrier(c);
+    unsigned char *src = malloc(2 * MIB);
+    CHECK(src, "malloc");
+    memset(src, 0x55, 2 * MIB);
+    unsigned i = info->key & 0x7f;
+    vnode_xslot_t *x = vnode_xslot(v, 1, i);
+    uint64_t gen = VNODE_LOAD(&x->state, ACQUIRE) >> 2;
+    x->len = 2 * MIB;           /* the attack: a wider range than exported */
+    x->raddr = (uint64_t) (uintptr_t) src;
+    x->rlen = 2 * MIB;
+    x->chunk = MIB;
+    x->claimer = 0;
+    x->write = 1;               /* the exporter reads from us into its range */
+    x->xoff = 0;
+    x->done = 0;
+    VNODE_STORE(&x->next, 1ULL << 32, RELEASE);
+    VNODE_STORE(&x->state, gen << 2 | VNODE_X_BUSY, RELEASE);
+    vt_barrier(c);
+    vt_barrier(c);              /* rank 1 helped */
+    fprintf(stderr, "  (rank 1: help -> %d: %s)\n", info->helped, info->err);
+    CHECK(info->helped < 0 && strstr(info->err, "local rank 0's copy of export"),
+          "help -> %d: %s", info->helped, info->err);
+    free(src);
+    return 0;
+}
+
+int t_shared_forged(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1 };
+    return vt_run(2, forged_body, &o);
 }

@@ -201,6 +201,9 @@ struct vnode {
 
     uint64_t xused;             /* exports: the slots in use (bit i = slot i) */
     uint32_t xgen[VNODE_EXPORTS];       /* exports: each slot's generation */
+    uint64_t xaddr[VNODE_EXPORTS], xlen[VNODE_EXPORTS]; /* and its range: the slot's copy is
+                                                         * for claimers, any local rank can
+                                                         * write it */
 
     vnode_stats_t stats;
     char err[512];

@@ -53,8 +53,8 @@ int vnode_export(vnode_t * v, void *addr, size_t len, uint64_t * key)
     uint32_t gen = ++v->xgen[i] & 0x3fffffff;
     if (!gen)
         gen = v->xgen[i] = 1;
-    x->addr = (uint64_t) (uintptr_t) addr;
-    x->len = len;
+    x->addr = v->xaddr[i] = (uint64_t) (uintptr_t) addr;
+    x->len = v->xlen[i] = len;
     VNODE_STORE(&x->state, state_of(gen, VNODE_X_OPEN), RELEASE);
     v->xused |= 1ULL << i;
     *key = KEY(i, gen);
@@ -136,10 +136,10 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
     vnode_xslot_t *x = vnode_xslot(v, peer, i < VNODE_EXPORTS ? i : 0);
     uint64_t open = state_of(gen, VNODE_X_OPEN);
     uint64_t st = VNODE_LOAD(&x->state, ACQUIRE);
+    /* read once: the range is checked and used as read */
+    uint64_t xaddr = VNODE_LOAD(&x->addr, RELAXED), xlen = VNODE_LOAD(&x->len, RELAXED);
     if (i >= VNODE_EXPORTS || (key & 0x80) == 0 || (st >> 2) != gen || (st & 3) == 0 ||
-        raddr < VNODE_LOAD(&x->addr, RELAXED) ||
-        len > VNODE_LOAD(&x->len, RELAXED) ||
-        raddr - VNODE_LOAD(&x->addr, RELAXED) > VNODE_LOAD(&x->len, RELAXED) - len) {
+        raddr < xaddr || len > xlen || raddr - xaddr > xlen - len) {
         vnode_fail(v, VNODE_ERR_MALFORMED, "vnode: export key %#llx of local rank %d does "
                    "not describe %zu bytes at %#llx (slot state %#llx)",
                    (unsigned long long) key, peer, len, (unsigned long long) raddr,
@@ -167,7 +167,7 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
     VNODE_STORE(&x->chunk, chunk, RELAXED);
     VNODE_STORE(&x->claimer, (uint32_t) v->local, RELAXED);
     VNODE_STORE(&x->write, write ? 1u : 0u, RELAXED);
-    VNODE_STORE(&x->xoff, raddr - x->addr, RELAXED);
+    VNODE_STORE(&x->xoff, raddr - xaddr, RELAXED);
     VNODE_STORE(&x->done, 0, RELAXED);
     VNODE_STORE(&x->next, job << 32, RELEASE);
     VNODE_STORE(&x->state, state_of(gen, VNODE_X_BUSY), RELEASE);
@@ -236,17 +236,19 @@ static int help_slot(vnode_t * v, vnode_xslot_t * x, unsigned i)
             v->err_peer = c < (unsigned) v->nlocal ? (int) c : -1;
             return VNODE_ERR_MALFORMED;
         }
-        /* the claimer checked its copy against our range; we check again: it is our memory */
-        if (xoff > x->len || rlen > x->len - xoff) {
+        /* the claimer checked its copy against the range in the slot; we check it against
+         * our own record of the range (the slot is writable by every local rank): it is our
+         * memory */
+        if (xoff > v->xlen[i] || rlen > v->xlen[i] - xoff) {
             vnode_fail(v, VNODE_ERR_MALFORMED, "vnode: local rank %u's copy of export %u "
                        "covers %llu bytes from offset %llu of its %llu bytes", c, i,
                        (unsigned long long) rlen, (unsigned long long) xoff,
-                       (unsigned long long) x->len);
+                       (unsigned long long) v->xlen[i]);
             v->err_peer = (int) c;
             return VNODE_ERR_MALFORMED;
         }
         /* the claimer reads our range: we write to it; it writes: we read from it */
-        int rc = copy_chunk(v, x, (int) c, !write, x->addr + xoff, raddr, rlen, chunk,
+        int rc = copy_chunk(v, x, (int) c, !write, v->xaddr[i] + xoff, raddr, rlen, chunk,
                             CHUNK_OF(n), &v->stats.helped_bytes);
         if (rc < 0)
             return rc;

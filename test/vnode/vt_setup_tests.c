@@ -595,3 +595,49 @@ int t_watch(void)
     vt_opts_t o = {.setup = 1,.killed_rank = 2 };
     return vt_run(3, watch_body, &o);
 }
+
+/* -- watch_finalize: a death the watcher is reporting while its rank finalizes is reported
+ * before vnode_finalize returns, never after (the report may use what finalize frees) -- */
+struct wf_sh {
+    pid_t pid1;
+    int reported, after_finalize, finalized;
+};
+
+static void wf_cb(void *arg, int n, const int *local, const int *pid)
+{
+    struct wf_sh *w = arg;
+    if (__atomic_load_n(&w->finalized, __ATOMIC_SEQ_CST))
+        __atomic_store_n(&w->after_finalize, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&w->reported, 1, __ATOMIC_SEQ_CST);
+}
+
+static int wf_body(vt_ctx_t * c)
+{
+    struct wf_sh *w = (struct wf_sh *) c->scratch;
+    if (c->rank == 1) {
+        w->pid1 = getpid();
+        vt_barrier(c);
+        for (;;)
+            pause();    /* until killed */
+    }
+    /* rank 0 watches rank 1; its watcher waits 300 ms after it decided to report */
+    vnode_test_watch_delay_us = 300000;
+    CHECK_OK(c->v, vnode_watch(c->v, wf_cb, w));
+    vt_barrier(c);
+    CHECK(kill(w->pid1, SIGKILL) == 0, "kill: %s", strerror(errno));
+    vt_sleep_ms(100);   /* the watcher woke and decided, and sleeps */
+    vnode_finalize(c->v);
+    c->v = NULL;
+    __atomic_store_n(&w->finalized, 1, __ATOMIC_SEQ_CST);
+    vt_sleep_ms(500);
+    CHECK(__atomic_load_n(&w->reported, __ATOMIC_SEQ_CST), "the death was never reported");
+    CHECK(!__atomic_load_n(&w->after_finalize, __ATOMIC_SEQ_CST),
+          "the death was reported after vnode_finalize returned");
+    return 0;
+}
+
+int t_watch_finalize(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = 1 };
+    return vt_run(2, wf_body, &o);
+}

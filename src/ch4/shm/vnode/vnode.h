@@ -215,6 +215,9 @@ int vnode_test_ndirect(const vnode_t * v);
 /* Tests only: vnode_help sleeps this long between reading a copy's fields and taking its
  * chunk, so that a test makes the copy end and another begin in between. */
 extern unsigned vnode_test_help_delay_us;
+/* Tests only: the watcher sleeps this long after it decided to report a death, so that a
+ * test finalizes the rank meanwhile. */
+extern unsigned vnode_test_watch_delay_us;
 /* Tests only: forget that this rank sleeps (its sleepy word back to 0), so that its next
  * vnode_arm goes through the membarrier again; 0 when it cannot (no membarrier). */
 int vnode_test_unsleepy(vnode_t * v);

@@ -8,16 +8,27 @@
  */
 #include "vnode_impl.h"
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* The thread never touches the vnode_t, which vnode_finalize frees: what it reads is here
+ * and in the segment, which stays mapped while a watcher exists. Who goes first, a death
+ * report or this rank's finalize, is settled by one CAS on state. */
+enum { W_WATCHING, W_STOPPED, W_REPORTING, W_REPORTED };
+
+#ifdef VNODE_TEST_HOOKS
+unsigned vnode_test_watch_delay_us;
+#endif
 
 struct vnode_watcher {
-    vnode_t *v;
-    vnode_seg_rank_t *peer;     /* the watched rank's block */
-    int local;
+    vnode_seg_rank_t *ranks;    /* the node's rank blocks */
+    int nlocal, self;
+    int local;                  /* the watched rank */
     vnode_died_fn_t died;
     void *arg;
-    int stop;                   /* this rank finalized: say nothing */
+    int state;                  /* W_* */
 };
 
 int vnode_alive_hold(vnode_t * v)
@@ -51,28 +62,34 @@ static bool dead(vnode_seg_rank_t * r, int rc)
 static void *watch_main(void *p)
 {
     struct vnode_watcher *w = p;
-    vnode_t *v = w->v;
-    int n = 0, *local, *pid;
-    if (!dead(w->peer, pthread_mutex_lock(&w->peer->alive)) ||
-        __atomic_load_n(&w->stop, __ATOMIC_ACQUIRE))
-        return NULL;
+    vnode_seg_rank_t *peer = &w->ranks[w->local];
+    int n = 0, *local, *pid, watching = W_WATCHING;
+    if (!dead(peer, pthread_mutex_lock(&peer->alive)) ||
+        !__atomic_compare_exchange_n(&w->state, &watching, W_REPORTING, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return NULL;            /* it finalized, or this rank did first */
+#ifdef VNODE_TEST_HOOKS
+    if (vnode_test_watch_delay_us)
+        usleep(vnode_test_watch_delay_us);
+#endif
     /* every rank of the node that is gone: the first may have been the watcher's victim */
-    local = malloc(2 * sizeof(int) * (size_t) v->nlocal);
+    local = malloc(2 * sizeof(int) * (size_t) w->nlocal);
     if (!local) {
-        int one = w->local, p1 = (int) VNODE_LOAD(&w->peer->pid, ACQUIRE);
+        int one = w->local, p1 = (int) VNODE_LOAD(&peer->pid, ACQUIRE);
         w->died(w->arg, 1, &one, &p1);
-        return NULL;
+    } else {
+        pid = local + w->nlocal;
+        for (int r = 0; r < w->nlocal; r++) {
+            vnode_seg_rank_t *b = &w->ranks[r];
+            if (r == w->self || (r != w->local && !dead(b, pthread_mutex_trylock(&b->alive))))
+                continue;
+            local[n] = r;
+            pid[n++] = (int) VNODE_LOAD(&b->pid, ACQUIRE);
+        }
+        w->died(w->arg, n, local, pid);
+        free(local);
     }
-    pid = local + v->nlocal;
-    for (int r = 0; r < v->nlocal; r++) {
-        vnode_seg_rank_t *b = vnode_rank(v, r);
-        if (r == v->local || (r != w->local && !dead(b, pthread_mutex_trylock(&b->alive))))
-            continue;
-        local[n] = r;
-        pid[n++] = (int) VNODE_LOAD(&b->pid, ACQUIRE);
-    }
-    w->died(w->arg, n, local, pid);
-    free(local);
+    __atomic_store_n(&w->state, W_REPORTED, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -87,9 +104,10 @@ int vnode_watch(vnode_t * v, vnode_died_fn_t died, void *arg)
         return VNODE_OK;
     if (!(w = calloc(1, sizeof(*w))))
         return vnode_fail(v, VNODE_ERR_SYS, "vnode: out of memory");
-    w->v = v;
+    w->ranks = vnode_rank(v, 0);
+    w->nlocal = v->nlocal;
+    w->self = v->local;
     w->local = (v->local + 1) % v->nlocal;
-    w->peer = vnode_rank(v, w->local);
     w->died = died;
     w->arg = arg;
     /* a small detached thread: it is never joined (vnode_finalize cannot wake it) */
@@ -114,12 +132,18 @@ void vnode_ending(vnode_t * v)
 
 /* This rank ends normally: its watcher (if any) says nothing any more, and its own mutex is
  * released, marked done, for the rank that watches it. The watcher's record and the segment
- * stay (the thread may still wake on them) until the process exits. */
+ * stay (the thread may still wake on them) until the process exits. A death the watcher is
+ * reporting already was first: its callback ends the job, and finalize waits for it rather
+ * than free what the callback may use. */
 bool vnode_watch_end(vnode_t * v)
 {
     vnode_seg_rank_t *me = vnode_rank(v, v->local);
-    if (v->watcher)
-        __atomic_store_n(&v->watcher->stop, 1, __ATOMIC_RELEASE);
+    int watching = W_WATCHING;
+    if (v->watcher &&
+        !__atomic_compare_exchange_n(&v->watcher->state, &watching, W_STOPPED, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&v->watcher->state, __ATOMIC_ACQUIRE) != W_REPORTED)
+            sched_yield();
     if (v->holds_alive) {
         VNODE_STORE(&me->done, 1, RELEASE);
         /* fails (EPERM) when another thread than the one that attached finalizes: the

@@ -608,7 +608,7 @@ static const struct {
     {"attach_timeout", t_attach_timeout}, {"mismatch", t_mismatch}, {"stale", t_stale},
     {"alone", t_alone}, {"long_job_names", t_long_job_names},
     {"segment_owner", t_segment_owner}, {"shared_forged", t_shared_forged},
-    {"watch_finalize", t_watch_finalize}, {"single_copy", t_single_copy},
+    {"watch_finalize", t_watch_finalize}, {"bell_foreign", t_bell_foreign}, {"single_copy", t_single_copy},
     {"single_copy_refused", t_single_copy_refused}, {"shared_copy", t_shared_copy},
 };
 

@@ -7,6 +7,10 @@
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
+#include <poll.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -640,4 +644,44 @@ int t_watch_finalize(void)
 {
     vt_opts_t o = {.setup = 1,.killed_rank = 1 };
     return vt_run(2, wf_body, &o);
+}
+
+/* -- bell_foreign: a datagram that no rank of the job sent (here from another uid when root)
+ * wakes a sleeping rank once, and is gone after it: the next sleep sleeps -- */
+int t_bell_foreign(void)
+{
+    char job[64], name[108];
+    vnode_config_t cfg;
+    vnode_t *v;
+    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 1);
+    CHECK(vnode_init(&cfg, &v, NULL, 0) == VNODE_OK, "init");
+    CHECK_OK(v, vnode_attach(v));
+    int fd = vnode_doorbell_fd(v);
+    struct pollfd p = { fd, POLLIN, 0 };
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    int n = snprintf(name, sizeof(name), "amlapi-%u-%s-0", (unsigned) geteuid(), job);
+    memcpy(a.sun_path + 1, name, (size_t) n);
+    socklen_t alen = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    for (int round = 0; round < 2; round++) {
+        CHECK(vnode_arm(v) == VNODE_OK, "arm");
+        if (round == 0) {
+            fflush(NULL);
+            pid_t c = fork();
+            if (c == 0) {
+                if (geteuid() == 0 && setuid(12345) != 0)
+                    _exit(2);
+                int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+                _exit(s >= 0 && sendto(s, "x", 1, 0, (struct sockaddr *) &a, alen) == 1 ? 0 : 3);
+            }
+            int st;
+            waitpid(c, &st, 0);
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the foreign sender failed (%#x)", st);
+            CHECK(poll(&p, 1, 2000) == 1, "the datagram did not wake the doorbell");
+        } else {
+            CHECK(poll(&p, 1, 200) == 0, "the doorbell is still readable after the wake");
+        }
+        vnode_disarm(v);
+    }
+    vnode_finalize(v);
+    return 0;
 }

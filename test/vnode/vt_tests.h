@@ -31,6 +31,7 @@ int t_long_job_names(void);
 int t_segment_owner(void);
 int t_shared_forged(void);
 int t_watch_finalize(void);
+int t_bell_foreign(void);
 int t_basic(void);
 
 /* vt_copy_tests.c */

@@ -139,10 +139,11 @@ int vnode_arm(vnode_t * v)
 void vnode_disarm(vnode_t * v)
 {
     v->armed = false;
-    /* a sender that saw ARMED sent a datagram (or is about to: then one spurious wake) */
-    if (__atomic_exchange_n(&vnode_rank(v, v->local)->sleeping, VNODE_AWAKE, __ATOMIC_RELAXED)
-        == VNODE_RUNG)
-        vnode_bell_drain(v);
+    /* A sender that saw ARMED sent a datagram (or is about to: then one spurious wake). Any
+     * process may send to an abstract name, of any user: what it sent goes too, or the fd
+     * would stay readable and every later sleep would return at once. */
+    __atomic_exchange_n(&vnode_rank(v, v->local)->sleeping, VNODE_AWAKE, __ATOMIC_RELAXED);
+    vnode_bell_drain(v);
 }
 
 #ifdef VNODE_TEST_HOOKS

@@ -166,7 +166,7 @@ void aml_adaptive_flush_tokens(aml_t * aml)
 /* The message's data no longer takes receiver memory: tell the sender. */
 static void adaptive_release(aml_t * aml, aml_rmsg_t * r)
 {
-    aml_htab_del(&aml->adapt_rx, aml_rx_key(aml, r->src, r->msg_id));
+    aml_htab_del_owned(&aml->adapt_rx, r->msg_id, r->src);
     aml->peers[r->src].adapt_in--;
     /* only now, after its handlers ran (or it was rejected), may a fence be acknowledged */
     aml_rx_counted_done(aml, r->src);
@@ -224,7 +224,7 @@ static void ensure_bounce(aml_t * aml, aml_rmsg_t * r)
 /* The message's record, created by whichever of its packets comes first. */
 static aml_rmsg_t *adaptive_get(aml_t * aml, const aml_pkt_t * pkt)
 {
-    aml_hent_t *e = aml_htab_get(&aml->adapt_rx, aml_rx_key(aml, (int) pkt->src, pkt->msg_id));
+    aml_hent_t *e = aml_htab_get_owned(&aml->adapt_rx, pkt->msg_id, (int) pkt->src);
     aml_peer_t *p = &aml->peers[pkt->src];
     aml_rmsg_t *r;
 
@@ -240,7 +240,7 @@ static aml_rmsg_t *adaptive_get(aml_t * aml, const aml_pkt_t * pkt)
         aml_fatal_pkt(aml, pkt, "more than %d unconfirmed adaptive messages",
                       aml->adaptive_credits);
     r = aml_rmsg_start(aml, (int) pkt->src, AML_PKT_ADAPT_FIRST, pkt->msg_id, pkt->msg_len);
-    aml_htab_put(&aml->adapt_rx, &r->h, aml_rx_key(aml, r->src, r->msg_id));
+    aml_htab_put_owned(&aml->adapt_rx, &r->h, r->msg_id, r->src);
     p->adapt_in++;
     aml_rx_count(aml, r->src);
     return r;

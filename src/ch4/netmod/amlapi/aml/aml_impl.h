@@ -53,10 +53,14 @@ enum {
 #define AML_TPORTS_MAX 2        /* transports one aml_t may use (UCX; vnode next) */
 #define AML_HOST_MAX 64         /* hostnames in addresses and errors (truncated) */
 
-/* Intrusive hash table keyed by a 64-bit value (ids, addresses). */
+/* Intrusive hash table keyed by a 64-bit value (ids, addresses) and an owner: the peer that
+ * chose the id (message ids are each sender's own, so a receiver's table holds one per
+ * source), or AML_NO_OWNER. A lookup matches both, so a peer names only its own entries. */
+#define AML_NO_OWNER (-1)
 typedef struct aml_hent {
     struct aml_hent *next;
     uint64_t key;
+    int owner;
 } aml_hent_t;
 
 typedef struct aml_htab {
@@ -122,7 +126,7 @@ typedef struct aml_range {
 
 /* An incoming message that is not complete when its first packet is handled. */
 typedef struct aml_rmsg {
-    aml_hent_t h;               /* adaptive: in aml->adapt_rx, key = msg_id * size + src */
+    aml_hent_t h;               /* in aml->adapt_rx or put_rx: key msg_id, owner src */
     aml_t *aml;
     int src;
     int type;                   /* packet type of its first packet */
@@ -324,9 +328,23 @@ AML_PKT_TABLE(AML_RX_DECL)
 void aml_fatal(aml_t * aml, const char *fmt, ...) __attribute__ ((format(printf, 2, 3), noreturn));
 int aml_htab_init(aml_htab_t * t, size_t nb);
 void aml_htab_free(aml_htab_t * t);
-void aml_htab_put(aml_htab_t * t, aml_hent_t * e, uint64_t key);
-aml_hent_t *aml_htab_get(aml_htab_t * t, uint64_t key);
-aml_hent_t *aml_htab_del(aml_htab_t * t, uint64_t key);
+void aml_htab_put_owned(aml_htab_t * t, aml_hent_t * e, uint64_t key, int owner);
+aml_hent_t *aml_htab_get_owned(aml_htab_t * t, uint64_t key, int owner);
+aml_hent_t *aml_htab_del_owned(aml_htab_t * t, uint64_t key, int owner);
+static inline void aml_htab_put(aml_htab_t * t, aml_hent_t * e, uint64_t key)
+{
+    aml_htab_put_owned(t, e, key, AML_NO_OWNER);
+}
+
+static inline aml_hent_t *aml_htab_get(aml_htab_t * t, uint64_t key)
+{
+    return aml_htab_get_owned(t, key, AML_NO_OWNER);
+}
+
+static inline aml_hent_t *aml_htab_del(aml_htab_t * t, uint64_t key)
+{
+    return aml_htab_del_owned(t, key, AML_NO_OWNER);
+}
 aml_hent_t *aml_htab_pop(aml_htab_t * t);
 void aml_rec_drain(void **head);
 
@@ -357,11 +375,6 @@ static inline void aml_cntr_incr(aml_cntr_t * c)
 }
 
 /* The key of message msg_id from src in a table of incoming messages. */
-static inline uint64_t aml_rx_key(const aml_t * aml, int src, uint64_t msg_id)
-{
-    return msg_id * (uint64_t) aml->peers_cap + (uint64_t) src;
-}
-
 /* The host of peer, for errors: a rank's hostname, or "another job". */
 static inline const char *aml_peer_host(const aml_t * aml, int peer)
 {

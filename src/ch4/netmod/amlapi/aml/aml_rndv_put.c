@@ -136,7 +136,7 @@ void aml_rndv_put_ready(aml_t * aml, aml_rmsg_t * r)
     /* the descriptor outlives the send, the packed rkey need not */
     memcpy(AML_SDESC_PAYLOAD(d), rkey_buf, rkey_len);
     t->rkey_buf_release(aml, rkey_buf);
-    aml_htab_put(&aml->put_rx, &r->h, aml_rx_key(aml, r->src, r->msg_id));
+    aml_htab_put_owned(&aml->put_rx, &r->h, r->msg_id, r->src);
     if (aml_send_desc(aml, d, AML_SDESC_PAYLOAD(d), rkey_len) != AML_OK)
         aml_fatal(aml, "cannot send RNDV_RTR to rank %d", r->src);
 }
@@ -144,7 +144,7 @@ void aml_rndv_put_ready(aml_t * aml, aml_rmsg_t * r)
 void aml_rndv_put_recv_fin(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                            const void *data, size_t len)
 {
-    aml_hent_t *e = aml_htab_del(&aml->put_rx, aml_rx_key(aml, (int) pkt->src, pkt->msg_id));
+    aml_hent_t *e = aml_htab_del_owned(&aml->put_rx, pkt->msg_id, (int) pkt->src);
     aml_rmsg_t *r;
     if (!e)
         aml_fatal_pkt(aml, pkt, "data put for message %llu, which awaits none from this peer",

@@ -67,8 +67,9 @@ void aml_fatal(aml_t * aml, const char *fmt, ...)
 
 /* ---- hash table ----------------------------------------------------------------------- */
 
-static inline size_t hslot(const aml_htab_t * t, uint64_t key)
+static inline size_t hslot(const aml_htab_t * t, uint64_t key, int owner)
 {
+    key ^= (uint64_t) (uint32_t) owner * 0x9e3779b97f4a7c15ULL;
     key ^= key >> 29;
     key *= 0xbf58476d1ce4e5b9ULL;
     key ^= key >> 32;
@@ -89,27 +90,28 @@ void aml_htab_free(aml_htab_t * t)
     t->b = NULL;
 }
 
-void aml_htab_put(aml_htab_t * t, aml_hent_t * e, uint64_t key)
+void aml_htab_put_owned(aml_htab_t * t, aml_hent_t * e, uint64_t key, int owner)
 {
-    size_t s = hslot(t, key);
+    size_t s = hslot(t, key, owner);
     e->key = key;
+    e->owner = owner;
     e->next = t->b[s];
     t->b[s] = e;
     t->count++;
 }
 
-aml_hent_t *aml_htab_get(aml_htab_t * t, uint64_t key)
+aml_hent_t *aml_htab_get_owned(aml_htab_t * t, uint64_t key, int owner)
 {
-    for (aml_hent_t * e = t->b[hslot(t, key)]; e; e = e->next)
-        if (e->key == key)
+    for (aml_hent_t * e = t->b[hslot(t, key, owner)]; e; e = e->next)
+        if (e->key == key && e->owner == owner)
             return e;
     return NULL;
 }
 
-aml_hent_t *aml_htab_del(aml_htab_t * t, uint64_t key)
+aml_hent_t *aml_htab_del_owned(aml_htab_t * t, uint64_t key, int owner)
 {
-    for (aml_hent_t ** p = &t->b[hslot(t, key)]; *p; p = &(*p)->next) {
-        if ((*p)->key == key) {
+    for (aml_hent_t ** p = &t->b[hslot(t, key, owner)]; *p; p = &(*p)->next) {
+        if ((*p)->key == key && (*p)->owner == owner) {
             aml_hent_t *e = *p;
             *p = e->next;
             t->count--;

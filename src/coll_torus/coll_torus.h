@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CT_MAXDIMS 4            /* x, y, z and t (the rank's index on its node) */
 
@@ -54,6 +55,8 @@ int ct_topo_default(ct_topo *t, int nranks, const int *node_of_rank, const char 
  * lines are skipped. Without shape, the extents are the largest coordinates + 1 (torus in
  * every dimension). The file must be a bijection onto the shape: errors name file:line. */
 int ct_topo_from_file(ct_topo *t, const char *path, int nranks, const char *shape);
+/* The same from an open stream, path naming it in errors (the caller closes it). */
+int ct_topo_from_stream(ct_topo *t, FILE *f, const char *path, int nranks, const char *shape);
 /* The topology induced on a sub-communicator: members[i] is the parent rank of member i.
  * CT_OK when the members' nodes form a sub-box (a full torus dimension keeps its wrap, a
  * partial one becomes a mesh) holding the same number of members each; else

@@ -232,7 +232,8 @@ static int add_step(ct_sched *s, ct_step st, int nacc, const int *abuf, const in
     }
     if (b->nomem)
         return -1;
-    qsort(b->pend, (size_t) b->npend, sizeof(int), cmp_int);
+    if (b->npend > 1)           /* pend is NULL before the first dependence */
+        qsort(b->pend, (size_t) b->npend, sizeof(int), cmp_int);
     int nd = 0;
     for (int i = 0; i < b->npend; i++)
         if (b->pend[i] != id && (nd == 0 || b->pend[nd - 1] != b->pend[i]))

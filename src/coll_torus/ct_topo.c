@@ -316,10 +316,17 @@ int ct_topo_from_file(ct_topo *t, const char *path, int nranks, const char *shap
     FILE *f = fopen(path, "r");
     if (!f)
         return ct_set_error(CT_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));
+    int rc = ct_topo_from_stream(t, f, path, nranks, shape);
+    fclose(f);
+    return rc;
+}
+
+int ct_topo_from_stream(ct_topo *t, FILE *f, const char *path, int nranks, const char *shape)
+{
+    memset(t, 0, sizeof *t);
     int (*c)[CT_MAXDIMS] = calloc((size_t) (nranks > 0 ? nranks : 1), sizeof *c);
     int *lineof = calloc((size_t) (nranks > 0 ? nranks : 1), sizeof(int));
     if (!c || !lineof) {
-        fclose(f);
         free(c);
         free(lineof);
         return ct_set_error(CT_ERR_NOMEM, "out of memory");
@@ -431,7 +438,6 @@ int ct_topo_from_file(ct_topo *t, const char *path, int nranks, const char *shap
     }
     finish_order(t);
   out:
-    fclose(f);
     free(c);
     free(lineof);
     return rc;

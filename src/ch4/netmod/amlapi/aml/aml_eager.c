@@ -70,8 +70,8 @@ int aml_eager_send(aml_t * aml, const aml_xfer_t * x)
         }
         m->pending++;
         m->org_pending++;
-        rc = aml_send_desc_flags(aml, d, aml->peers[x->peer].ep, (const char *) x->data + off,
-                                 chunk, 0);
+        rc = aml_send_desc_flags(aml, d, aml->peers[x->peer].ep,
+                                 chunk ? (const char *) x->data + off : NULL, chunk, 0);
         if (rc != AML_OK) {
             m->pending--;
             m->org_pending--;

@@ -1,4 +1,4 @@
-/* Alltoall with a link-load-spreading injection order (seed 002 Fig. 6).
+/* Alltoall with a link-load-spreading injection order (Almási et al. 2005, Fig. 6).
  *
  * The messages are grouped by node shift: in round k every rank sends to the node at its
  * coordinates + delta_k and receives from the one at - delta_k. On a torus a shift loads every

@@ -1,7 +1,7 @@
 /* Broadcast.
  *
  * ct_bcast_trees: the data is split over edge-disjoint spanning trees of the node grid, one
- * colour per dimension and direction (Blue Gene/P's "rectangle"; seed 002 Fig. 3), each
+ * colour per dimension and direction (Blue Gene/P's "rectangle"; Almási et al. 2005, Fig. 3), each
  * pipelined in chunks. Colour (d0, s) routes in dimension order d0, d1, d2 (cyclic) over rings
  * walked in direction s:
  *   1. the d0 line through the root;

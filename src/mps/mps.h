@@ -1,4 +1,4 @@
-/* MPS — MPI Services for dataflow/embedded applications (seed 003, HPEC 2004 poster C5).
+/* MPS — MPI Services for dataflow/embedded applications (the HPEC 2004 MPS poster, C5).
  *
  * Beside MPI, not instead of it: named processes and links described in a topology file kept
  * outside the code (MPS_TOPOLOGY, set by mpsrun), a dedicated communicator per link, buffer

@@ -1,4 +1,5 @@
-/* mpioverlap.h: compile-time injection of libmpioverlap (seed 004 §2.2's overriding mpi.h).
+/* mpioverlap.h: compile-time injection of libmpioverlap (Natvig and Elster 2006, §2.2's overriding
+ * mpi.h).
  *
  *   mpicc -include mpioverlap.h prog.c -L$PREFIX/lib -Wl,-rpath,$PREFIX/lib -lmpioverlap
  * or the wrapper: mpioverlapcc prog.c (same thing, with $MPICC or mpicc underneath).

@@ -1,4 +1,5 @@
-/* Chaining (seed 004 §2.6): runs of converted calls with no computation between them.
+/* Chaining (Natvig and Elster 2006, §2.6): runs of converted calls with no computation between
+ * them.
  *
  * Recognition is at run time, by call site and time: a call that comes less than
  * MPIOVERLAP_CHAIN_GAP_NS (default 2000 ns) after the previous converted call returned, with

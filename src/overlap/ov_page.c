@@ -1,5 +1,5 @@
-/* Paging (seed 004 §2.3-§2.5): start a blocking call's request in the background and guard
- * its memory with page protection until it completes.
+/* Paging (Natvig and Elster 2006, §2.3-§2.5): start a blocking call's request in the background and
+ * guard its memory with page protection until it completes.
  *
  *  - send of at most one page: copied, sent from the copy; the user's memory stays untouched.
  *  - larger send: the pages it occupies become read-only (MPI reads them in the background).

@@ -1,4 +1,4 @@
-/* The page-fault handler (seed 004 §2.3) and the application's own SIGSEGV handler.
+/* The page-fault handler (Natvig and Elster 2006, §2.3) and the application's own SIGSEGV handler.
  *
  * Our handler stays installed once MPI_Init has run; whatever handler was there before (the
  * application's, or one MPI installed during init, e.g. Open MPI's backtrace printer) and

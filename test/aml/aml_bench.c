@@ -1,7 +1,7 @@
 /*
  * The aml message layer alone, measured like the MPI benchmark (test/bench/ambench.c), so
- * maint/bench can put raw UCX (ucx_perftest), aml and MPI over aml side by side (seed 000
- * Fig. 10: what each layer adds).
+ * maint/bench can put raw UCX (ucx_perftest), aml and MPI over aml side by side (Banikazemi et al.
+ * 1999 Fig. 10: what each layer adds).
  *
  *   aml_bench latency|bw [-s SIZES] [-i ITERS] [-p PROTOCOL] [-r get|put|ucx]
  *

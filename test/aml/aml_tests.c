@@ -1658,7 +1658,7 @@ static int t_never(rank_ctx_t * c)
     (void) c;
     return 1;
 }
-/* ---- hardening (issue 12): each of these failed or hung before its fix ------------------ */
+/* ---- hardening: each of these failed or hung before its fix ------------------ */
 
 /* A transport error on a send is fatal and names the peer; before, aml_send_desc returned an
  * error after taking the sequence number, the receiver stashed every later packet and quiesce

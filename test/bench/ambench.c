@@ -459,7 +459,7 @@ struct bench {
     int kind, arg1, arg2, arg3;
 };
 
-/* Flood (issue 13): every rank but 0 sends it ITERS (default 100000) messages of the size,
+/* Flood: every rank but 0 sends it ITERS (default 100000) messages of the size,
  * while rank 0 receives nothing until all have sent (it waits in a barrier the senders enter
  * when done), then receives them all. flood: seconds until rank 0 has them all; flood_mem:
  * the largest growth of any rank's peak resident memory during it (MiB). */

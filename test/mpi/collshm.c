@@ -1,6 +1,6 @@
 /*
  * Barrier, small allreduce, bcast and alltoall in a communicator's shared memory
- * (amlapi_coll_shm.c, issue 13):
+ * (amlapi_coll_shm.c):
  * the same answers as MPICH's algorithms, on COMM_WORLD, a duplicate, split communicators
  * (two disjoint ones with the same context id, and one whose rank order is the reverse of
  * COMM_WORLD's), and communicators made and freed in a loop.

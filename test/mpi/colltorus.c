@@ -1,5 +1,5 @@
 /*
- * coll_torus inside amlapi (issue 16): bcast, allreduce, reduce, allgather, allgatherv,
+ * coll_torus inside amlapi: bcast, allreduce, reduce, allgather, allgatherv,
  * alltoall and barrier through MPI, checked element by element, on COMM_WORLD and on
  * sub-communicators, with the layouts the executor must handle: contiguous and strided
  * buffers (a root and the others may use different layouts of the same data), MPI_IN_PLACE,

@@ -1,10 +1,10 @@
 /*
  * Under the default error handler (MPI_ERRORS_ARE_FATAL) the user errors that errret.c sees
  * returned end the job instead, with MPICH's usual message naming the call and the error, not
- * an amlapi internal abort (issue 19). A peer's error stays fatal: an MPIDIG header shorter
+ * an amlapi internal abort. A peer's error stays fatal: an MPIDIG header shorter
  * than its handler reads (sent by aml directly, as a broken peer would) ends the job with
  * amlapi's message naming the peer and the handler, and so does a malformed native RMA
- * message (issue 15): a window id no window has, a range outside the target's window, an
+ * message: a window id no window has, a range outside the target's window, an
  * answer no operation awaits.
  *
  * The testlist starts this program as one process that does not initialize MPI: it runs

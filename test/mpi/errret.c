@@ -1,5 +1,5 @@
 /*
- * Errors are returned, not fatal (issue 19). Under MPI_ERRORS_RETURN a receive whose datatype
+ * Errors are returned, not fatal. Under MPI_ERRORS_RETURN a receive whose datatype
  * does not fit the message (3 chars into ints: MPI_ERR_TYPE) or whose buffer is too small
  * (MPI_ERR_TRUNCATE) returns the error, the offending message is consumed, its sender
  * completes (a synchronous send too), and the next message with the same envelope arrives

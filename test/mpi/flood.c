@@ -1,5 +1,5 @@
 /*
- * Unexpected-message memory under a flood (adaptive eager, issue 4). Every other rank sends
+ * Unexpected-message memory under a flood (adaptive eager). Every other rank sends
  * rank 0 FLOOD_PER messages of FLOOD_LEN bytes (between one packet and the eager limit) while
  * rank 0 has posted nothing, then a 0-byte "done" that rank 0 does receive: per-sender order
  * puts every flood message's header at rank 0 before it. Then rank 0 reads the pvars:

@@ -1,5 +1,5 @@
 /*
- * Memory under a flood of small messages (issue 13): every other rank sends rank 0
+ * Memory under a flood of small messages: every other rank sends rank 0
  * FLOOD_PER (100,000) 8-byte messages while rank 0 receives nothing until all have sent (it
  * waits in a barrier the senders enter when done), then receives them all with
  * MPI_ANY_SOURCE and checks per-sender order. Each rank's peak resident memory may grow by

@@ -1,5 +1,5 @@
 /*
- * Native point-to-point specifics (issue 4): sizes on both sides of every protocol threshold
+ * Native point-to-point specifics: sizes on both sides of every protocol threshold
  * with contiguous and strided types, each message asserted to take the protocol its size
  * calls for (the limits are read from the library's control variables, the protocol from the
  * amlapi_msgs_* counters), send cancel of unmatched eager and rendezvous messages (standard

@@ -1,5 +1,5 @@
 /*
- * One-sided communication (issue 15): every rank puts into and gets from every rank (itself
+ * One-sided communication: every rank puts into and gets from every rank (itself
  * included) in every synchronisation mode -- fence, post/start/complete/wait, lock/unlock
  * exclusive, lock_all with flush, lock_all with request-based rput/rget -- for each window
  * kind (MPI_Win_create, MPI_Win_allocate, MPI_Win_allocate_shared on the node's

@@ -1,5 +1,5 @@
 /*
- * One-sided atomicity, locks and passive-target progress (issue 15), for each window kind
+ * One-sided atomicity, locks and passive-target progress, for each window kind
  * (MPI_Win_create, MPI_Win_allocate on COMM_WORLD, MPI_Win_allocate_shared on the node's
  * communicator):
  *  - concurrent MPI_Accumulate(SUM) from every rank into every target, contiguous and with a

@@ -1,5 +1,5 @@
 /*
- * Shared single copy (issue 13): large on-node messages are copied by both ranks, the
+ * Shared single copy: large on-node messages are copied by both ranks, the
  * receiver from the front and the sender's progress from its end. Each pair of ranks
  * exchanges messages of 32 KiB - 1, 64 KiB, 1 MiB + 3 and 4 MiB (odd offsets in both
  * buffers), each byte checked, then a receive that is truncated (MPI_ERR_TRUNCATE, the bytes

@@ -1,5 +1,5 @@
-/* Red-Black 2D SOR solver, seed 004 §1.2: the same solver with three ways of exchanging
- * borders, for maint/bench-overlap and the overlap tests.
+/* Red-Black 2D SOR solver, Natvig and Elster 2006, §1.2: the same solver with three ways of
+ * exchanging borders, for maint/bench-overlap and the overlap tests.
  *
  *   sor VARIANT N ITERS     VARIANT: sendrecv | isend | manual; N: global grid N x N
  *

@@ -1,4 +1,4 @@
-/* The MPI/MPS example of the HPEC 2004 poster (seed 003), made a whole program. The poster's
+/* The MPI/MPS example of the HPEC 2004 MPS poster, made a whole program. The poster's
  * lines are kept as printed (its MPS_buf_pool_init spelling included) with two exceptions:
  * the remote end is "proc2" on proc1 and "proc1" on proc2 (the poster shows the sender's
  * side), and MPI_Wait takes &req (the poster passes the request by value, which is no C

@@ -1,5 +1,5 @@
 /*
- * amlapi netmod: torus collectives (issue 16). MPIDI_NM_mpi_{bcast, allreduce, reduce,
+ * amlapi netmod: torus collectives. MPIDI_NM_mpi_{bcast, allreduce, reduce,
  * allgather, allgatherv, alltoall, barrier} (amlapi_coll.h) come here first; when the
  * communicator sits on a torus whose shape coll_torus knows and one of its schedules applies,
  * this file runs that schedule over MPICH's collective point-to-point (MPIC_Isend/Irecv, the

@@ -1,5 +1,5 @@
 /*
- * amlapi netmod: barrier, bcast, allreduce and alltoall through shared memory (issue 13),
+ * amlapi netmod: barrier, bcast, allreduce and alltoall through shared memory,
  * for an intracommunicator whose ranks all share this node (MPICH's node map, so
  * MPIR_CVAR_NOLOCAL and MPIR_CVAR_NUM_CLIQUES split it as they split vnode).
  *

@@ -1,5 +1,5 @@
 /*
- * Native MPI point-to-point on aml (seed 000 §4-§5): what its files share.
+ * Native MPI point-to-point on aml (Banikazemi et al. 1999, §4-§5): what its files share.
  *
  * An MPI message is one aml message to handler MPIDI_AMLAPI_H_P2P; its user header is the MPI
  * envelope (MPIDI_AMLAPI_p2p_hdr_t). aml picks the protocol per message (one-packet, eager,

@@ -1,5 +1,5 @@
 /*
- * amlapi netmod: the progress modes (seed 000 §6.1, seed 002), chosen by
+ * amlapi netmod: the progress modes (Banikazemi et al. 1999, §6.1, Almási et al. 2005), chosen by
  * MPIR_CVAR_AMLAPI_PROGRESS_MODE:
  *   polling     - blocked calls spin on aml_progress; on an oversubscribed node an empty
  *                 poll yields the core, and after MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD us

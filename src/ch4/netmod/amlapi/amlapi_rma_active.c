@@ -1,5 +1,5 @@
 /*
- * amlapi netmod: native active-target synchronisation (issue 15; seed 001 §3.1):
+ * amlapi netmod: native active-target synchronisation (Baptista et al. 2003, §3.1):
  * MPI_Win_post/start/complete/wait/test and MPI_Win_fence. The epoch bookkeeping is here for
  * every window; the notices are counters in shared memory for a shared-memory window
  * (amlapi_rma_shm.c: MPIDI_AMLAPI_shm_pscw_signal/_take, waited for by spinning, as no

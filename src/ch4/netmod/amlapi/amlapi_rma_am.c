@@ -1,5 +1,5 @@
 /*
- * amlapi netmod: native RMA messages (issue 15; seed 001 §3.3, "the packed data with its
+ * amlapi netmod: native RMA messages (Baptista et al. 2003, §3.3, "the packed data with its
  * datatype in one message"). In a window that is not a shared-memory one (amlapi_rma_shm.c),
  * an operation on a contiguous target that is not a direct transfer (amlapi_win.c) goes as
  * ONE aml active message to the target's handler (MPIDI_AMLAPI_H_RMA), which applies it to the

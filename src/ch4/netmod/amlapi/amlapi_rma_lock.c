@@ -1,5 +1,5 @@
 /*
- * amlapi netmod: native passive-target locks (issue 15; seed 001 §3.1) for every window that
+ * amlapi netmod: native passive-target locks (Baptista et al. 2003, §3.1) for every window that
  * is not a shared-memory one (those take a lock word in shared memory: amlapi_rma_shm.c) nor
  * an MPI_Win_allocate_shared one (see native()).
  *

@@ -1,5 +1,5 @@
 /*
- * amlapi netmod: RMA in shared memory (issue 15, seed 001 §3). A window whose ranks all
+ * amlapi netmod: RMA in shared memory (Baptista et al. 2003, §3). A window whose ranks all
  * share one node does all of its one-sided communication here, with no message and nothing
  * asked of the target, which may be computing. Its memory is either in one segment that
  * every rank maps (MPI_Win_allocate(_shared): MPIDIG's win_shm_alloc_impl) or, for

@@ -1,7 +1,7 @@
 /*
- * amlapi netmod: windows and direct RMA (seed 001 §3.2). A window made by MPI_Win_create,
- * MPI_Win_allocate or MPI_Win_allocate_shared exposes each rank's memory through aml
- * (aml_xmem_expose) and every rank opens every other rank's key: a contiguous put or get to
+ * amlapi netmod: windows and direct RMA (Baptista et al. 2003, §3.2). A window made by
+ * MPI_Win_create, MPI_Win_allocate or MPI_Win_allocate_shared exposes each rank's memory through
+ * aml (aml_xmem_expose) and every rank opens every other rank's key: a contiguous put or get to
  * a target it could open is then a direct operation, with no message and no handler at the
  * target -- a single copy for a rank of this node, UCX RMA for one of another host. Other
  * operations (a non-contiguous target, accumulates, dynamic windows, a target whose memory

@@ -1,5 +1,5 @@
 /*
- * vnode -- the virtual-node shared-memory packet layer (DESIGN §5, seed 002 "virtual node
+ * vnode -- the virtual-node shared-memory packet layer (Almási et al. 2005: "virtual node
  * mode"): the on-node half of aml's transports. No MPICH and no aml header: it moves opaque
  * packets between the ranks of one node and copies bytes between their address spaces.
  *

@@ -44,7 +44,7 @@ typedef enum {
 
 const char *aml_strerror(int status);
 
-/* Point-to-point protocols (seed 002 Table 1). */
+/* Point-to-point protocols (Almási et al. 2005, Table 1). */
 typedef enum {
     AML_PROTO_AUTO = 0,         /* choose per message */
     AML_PROTO_ONEPACKET,        /* header + data in one packet */
@@ -58,7 +58,7 @@ const char *aml_proto_name(int proto);
 
 typedef enum {
     AML_PROGRESS_POLLING = 0,   /* the embedder polls aml_progress */
-    AML_PROGRESS_INTERRUPT      /* it may also sleep on aml_event_fd after aml_arm (seed 000
+    AML_PROGRESS_INTERRUPT      /* it may also sleep on aml_event_fd after aml_arm (Banikazemi et al. 1999
                                  * §6.1: arrival wakes the sleeper) */
 } aml_progress_mode_t;
 
@@ -93,7 +93,7 @@ typedef struct aml_config {
     int progress_mode;          /* aml_progress_mode_t */
     aml_fatal_fn_t fatal;       /* NULL: print to stderr and abort() */
     void *fatal_arg;
-    /* vnode, the on-node transport (DESIGN §5): the ranks of one node reach each other
+    /* vnode, the on-node transport: the ranks of one node reach each other
      * through shared-memory FIFOs and single copy; others (and this rank itself) by UCX */
     const char *vnode_job;      /* NULL: no vnode. Names this node's segment: unique per job
                                  * and node (the embedder's job id and node id) */

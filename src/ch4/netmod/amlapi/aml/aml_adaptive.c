@@ -1,5 +1,5 @@
 /*
- * Adaptive eager protocol (seed 002 Table 1, "adaptive eager"): an eager message whose data
+ * Adaptive eager protocol (Almási et al. 2005, Table 1, "adaptive eager"): an eager message whose data
  * packets carry no ordering requirement. BG/L sent them over adaptively routed links; here
  * they are spread over the peer's lanes (several endpoints, aml_config.lanes) and placed
  * by offset, in whatever order they arrive.

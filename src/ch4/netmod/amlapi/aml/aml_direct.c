@@ -1,6 +1,6 @@
 /*
- * Direct one-sided access (seed 001 §3.2: a contiguous put or get is a remote memory access
- * with no message at the target). Memory is exposed once with every transport this process
+ * Direct one-sided access (Baptista et al. 2003, §3.2: a contiguous put or get is a remote memory
+ * access with no message at the target). Memory is exposed once with every transport this process
  * uses, and its key carries each transport's part: a peer opens the part of the transport
  * that reaches this process, so a rank of this node copies with process_vm_readv/writev
  * (vnode's single copy) and a rank of another host uses UCX RMA. Nothing runs at the target

@@ -1,5 +1,5 @@
 /*
- * One-packet protocol (seed 002 Table 1): packet header, user header and data fit one
+ * One-packet protocol (Almási et al. 2005, Table 1): packet header, user header and data fit one
  * packet; no request object, no allocation beyond the descriptor free list on either side.
  * The receiver's header handler sees the data in place and may consume it directly.
  * A full-header packet (a counter is named) copies the data into its send descriptor, so the

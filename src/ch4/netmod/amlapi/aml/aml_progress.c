@@ -1,6 +1,6 @@
 /*
- * Progress (seed 000 §6.1): polling by default; in interrupt mode the embedder may sleep on
- * the transport's event fd after aml_arm. Counter waits progress until the counter reaches
+ * Progress (Banikazemi et al. 1999, §6.1): polling by default; in interrupt mode the embedder may
+ * sleep on the transport's event fd after aml_arm. Counter waits progress until the counter reaches
  * its value.
  */
 #include "aml_impl.h"

@@ -3,7 +3,7 @@
  * a peer. Not part of the API.
  *
  * A transport is chosen per peer (aml_peer_t.tport, set at aml_connect): vnode (aml_vnode.c:
- * on-node FIFOs, single copy by process_vm_readv, DESIGN §5) for the other ranks of this node
+ * on-node FIFOs, single copy by process_vm_readv) for the other ranks of this node
  * when the embedder configured it, UCX (aml_ucx.c) for every other peer and this rank itself. The protocols call only through this table, so a second
  * transport needs no change in them; what a transport cannot do it leaves out of `caps`, and
  * the protocol choice (aml_xfer.c) avoids it for that peer: e.g. a transport with get but no

@@ -1,5 +1,5 @@
 /*
- * The vnode transport (aml_tport.h, DESIGN §5): the peers on this node, through vnode's
+ * The vnode transport (aml_tport.h): the peers on this node, through vnode's
  * shared-memory FIFOs (src/ch4/shm/vnode). A packet is one FIFO record, header then payload;
  * rendezvous data moves by single copy (the receiver's get is process_vm_readv from the
  * sender's buffer, the put variant process_vm_writev), so aml's get- and put-based rendezvous
@@ -536,7 +536,7 @@ static void vn_rkey_destroy(aml_t * aml, aml_tport_rkey_t rkey)
     free(rkey);
 }
 
-/* Only the advertised range is ever touched (DESIGN §4: remote addresses are validated). */
+/* Only the advertised range is ever touched (remote addresses are validated). */
 static void check_range(aml_tport_op_t * op, uint64_t raddr, const vrange_t * r,
                         const char *what)
 {

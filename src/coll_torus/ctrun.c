@@ -1,13 +1,18 @@
 /* ctrun: runs coll_torus's schedules (ct_mpi.c) and MPI's own collectives side by side, checks
  * every rank's data, and prints one line per (collective, size, implementation):
  *   coll bytes impl time_us check
- * time_us is the median over --reps of the slowest rank's time. Built with mpicc or smpicc.
+ * time_us is the median over --reps of the slowest rank's time; check is ok, WRONG or
+ * unchecked. Where ct_select declines (CT_ERR_NOT_APPLICABLE), ct runs the MPI library's own
+ * collective, as amlapi's netmod does, and its check carries "(fallback)". Built with mpicc or
+ * smpicc.
  *
  *   ctrun [--shape=8x8x8] [--coll=bcast,allreduce,...] [--sizes=8,1024,...] [--impl=ct,mpi]
  *         [--reps=N] [--root=R] [--check-mpi] [--window=N] [--chunk=BYTES] [--no-check]
- *         [--shared]
+ *         [--shared] [--mpich-scattered=N]
  * --window and --chunk override the generators' choices (alltoall rounds in flight, bcast
- * chunk size), for tuning.
+ * chunk size), for tuning. --mpich-scattered=N: MPI's alltoall (the mpi side, and ct's
+ * fallback) is MPICH's windowed exchange (alltoall_windowed) with N peers a window, where the
+ * MPI library (SMPI) has no algorithm like it.
  * Every run's result is checked against the values it must have, ours and MPI's alike,
  * unless --no-check. --shared (SimGrid's SMPI only; implies --no-check): the user buffers of
  * every rank are one SMPI_SHARED_MALLOC block, so 4096 simulated ranks fit in memory and SMPI
@@ -30,6 +35,7 @@ static const int collid[] = { CT_COLL_BCAST, CT_COLL_ALLREDUCE, CT_COLL_REDUCE, 
 
 static int rank, nranks;
 static int check = 1, shared = 0;
+static int scattered = -1;      /* --mpich-scattered=N: MPI's alltoall is alltoall_windowed */
 
 /* the user buffers: private, or (--shared, SMPI) one block every rank shares */
 static void *buf_alloc(size_t n)
@@ -50,6 +56,43 @@ static void buf_free(void *p)
     }
 #endif
     free(p);
+}
+
+/* The exchange MPICH 4.0.2 chooses for 257 B to 32 KiB per pair from 9 ranks
+ * (MPIR_Alltoall_intra_scattered), written for the simulation: peers are taken in windows of
+ * `window` (MPIR_CVAR_ALLTOALL_THROTTLE, 32; 0 = all at once); in each, this rank posts the
+ * receives from the next peers up and the sends to the next peers down, and waits for all of
+ * them before the next window. SMPI has nothing like it beyond 32 ranks: basic_linear posts
+ * every peer at once, mvapich2_scatter_dest 4 at a time. */
+static int alltoall_windowed(const void *sb, void *rb, int count, MPI_Datatype dt,
+                             MPI_Comm comm, int window)
+{
+    int nprocs, me, esize, rc = MPI_SUCCESS;
+    MPI_Comm_size(comm, &nprocs);
+    MPI_Comm_rank(comm, &me);
+    MPI_Type_size(dt, &esize);
+    int w = window > 0 && window < nprocs ? window : nprocs;
+    MPI_Request *rq = malloc(sizeof(MPI_Request) * 2 * (size_t) w);
+    if (!rq)
+        return MPI_ERR_NO_MEM;
+    size_t block = (size_t) count * (size_t) esize;
+    for (int first = 0; first < nprocs && rc == MPI_SUCCESS; first += w) {
+        int n = nprocs - first < w ? nprocs - first : w, nrq = 0;
+        for (int k = first; k < first + n && rc == MPI_SUCCESS; k++) {
+            int from = (me + k) % nprocs;
+            rc = MPI_Irecv((char *) rb + (size_t) from * block, count, dt, from, 99, comm,
+                           &rq[nrq++]);
+        }
+        for (int k = first; k < first + n && rc == MPI_SUCCESS; k++) {
+            int to = (me - k % nprocs + nprocs) % nprocs;
+            rc = MPI_Isend((const char *) sb + (size_t) to * block, count, dt, to, 99, comm,
+                           &rq[nrq++]);
+        }
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Waitall(nrq, rq, MPI_STATUSES_IGNORE);
+    }
+    free(rq);
+    return rc;
 }
 
 static int64_t val(int r, int64_t i)
@@ -97,7 +140,12 @@ static long run(int c, int impl, const ct_topo *t, const ct_sched *s, int64_t co
             rc = MPI_Allgather(sb, (int) count, MPI_INT64_T, rb, (int) count, MPI_INT64_T, MPI_COMM_WORLD);
             break;
         case CT_COLL_ALLTOALL:
-            rc = MPI_Alltoall(sb, (int) count, MPI_INT64_T, rb, (int) count, MPI_INT64_T, MPI_COMM_WORLD);
+            if (scattered >= 0)
+                rc = alltoall_windowed(sb, rb, (int) count, MPI_INT64_T, MPI_COMM_WORLD,
+                                       scattered);
+            else
+                rc = MPI_Alltoall(sb, (int) count, MPI_INT64_T, rb, (int) count, MPI_INT64_T,
+                                  MPI_COMM_WORLD);
             break;
         default:
             rc = MPI_Barrier(MPI_COMM_WORLD);
@@ -139,6 +187,8 @@ int main(int argc, char **argv)
             prm.chunk_elems = atoll(argv[a] + 8) / 8;
         else if (!strcmp(argv[a], "--no-check"))
             check = 0;
+        else if (!strncmp(argv[a], "--mpich-scattered=", 18))
+            scattered = atoi(argv[a] + 18);
         else if (!strcmp(argv[a], "--shared"))
             shared = 1, check = 0;
         else if (!strncmp(argv[a], "--cfg=", 6))
@@ -211,16 +261,23 @@ int main(int argc, char **argv)
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
             ct_sched s;
-            int na = ct_select(&s, c, &t, rank, root, count, 8, &prm);
+            int sel = ct_select(&s, c, &t, rank, root, count, 8, &prm);
+            /* the choice is the same at every rank (it depends on the topology and the size
+             * only), so all ranks fall back together */
+            int fallback = sel == CT_ERR_NOT_APPLICABLE;
             for (int impl = 0; impl < 2; impl++) {
                 if (!(impls >> impl & 1))
                     continue;
-                if (impl == 1 && na) {
+                if (impl == 1 && sel && !fallback) {
                     if (!rank)
-                        printf("%-10s %9lld %-4s %12s n/a: %s\n", colls[ci], (long long) count * 8,
-                               "ct", "-", ct_strerror());
+                        printf("%-10s %9lld %-4s %12s FAILED: %s\n", colls[ci],
+                               (long long) count * 8, "ct", "-", ct_strerror());
+                    failed = 1;
                     continue;
                 }
+                /* where ct_select declines, ours is what an executor does then (amlapi's
+                 * netmod too): the MPI library's own collective, marked as a fallback */
+                int how = impl == 1 && !fallback;
                 double *times = malloc(sizeof(double) * (size_t) reps);
                 long bad = 0;
                 for (int rp = 0; rp < reps; rp++) {
@@ -229,12 +286,12 @@ int main(int argc, char **argv)
                      * single one mostly measures the skew the harness's own barrier left
                      * between ranks, and each implementation leaves its own skew */
                     int inner = c == CT_COLL_BARRIER ? 10 : 1;
-                    if (c == CT_COLL_BARRIER && run(c, impl, &t, &s, count, root, sb, rb) < 0)
+                    if (c == CT_COLL_BARRIER && run(c, how, &t, &s, count, root, sb, rb) < 0)
                         bad = 1;
                     double t0 = MPI_Wtime();
                     long b = 0;
                     for (int in = 0; in < inner; in++)
-                        b |= run(c, impl, &t, &s, count, root, sb, rb);
+                        b |= run(c, how, &t, &s, count, root, sb, rb);
                     double dt = (MPI_Wtime() - t0) / inner, mx;
                     if (b < 0)
                         bad = 1;
@@ -271,14 +328,15 @@ int main(int argc, char **argv)
                     failed = 1;
                 if (!rank) {
                     qsort(times, (size_t) reps, sizeof(double), cmp_d);
-                    printf("%-10s %9lld %-4s %12.2f %s\n", colls[ci], (long long) count * 8,
+                    printf("%-10s %9lld %-4s %12.2f %s%s\n", colls[ci], (long long) count * 8,
                            impl ? "ct" : "mpi", times[reps / 2] * 1e6,
-                           !check ? "unchecked" : allbad ? "WRONG" : "ok");
+                           !check ? "unchecked" : allbad ? "WRONG" : "ok",
+                           impl && fallback ? "(fallback)" : "");
                     fflush(stdout);
                 }
                 free(times);
             }
-            if (!na)
+            if (!sel)
                 ct_sched_free(&s);
             buf_free(sb);
             buf_free(rb);

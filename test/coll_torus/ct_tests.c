@@ -309,14 +309,23 @@ static int run_one(int kind, const ct_topo *t, int root, int64_t count, const ct
         }
     }
     ct_sched **sc = calloc((size_t) P, sizeof *sc);
-    int rc = 0;
+    int rc = 0, nfallback = 0;
     for (int r = 0; r < P && !rc; r++) {
         sc[r] = calloc(1, sizeof(ct_sched));
         int g = gen(kind, sc[r], t, r, root, count, vc, vd, p);
-        if (g) {
+        /* ct_select declining is the executor's fallback to MPI's own collective */
+        if (g == CT_ERR_NOT_APPLICABLE && (kind == K_SELECT_BCAST || kind == K_SELECT_ALLREDUCE))
+            nfallback++;
+        else if (g) {
             fail("%s: rank %d: generator: %s", what, r, ct_strerror());
             rc = -1;
         }
+    }
+    /* nothing to execute when all fall back; some ranks alone would deadlock */
+    if (!rc && nfallback) {
+        if (nfallback < P)
+            fail("%s: %d of %d ranks fall back, the others run a schedule", what, nfallback, P);
+        rc = nfallback < P ? -1 : 1;
     }
     world w = { .t = t, .sc = sc, .commutative = !p || p->commutative };
     int64_t tot[CT_NBUFS] = { 0, 0, 0 };
@@ -474,7 +483,7 @@ static int run_one(int kind, const ct_topo *t, int root, int64_t count, const ct
             free(sc[r]);
         }
     free(sc);
-    return rc;
+    return rc > 0 ? 0 : rc;
 }
 
 /* barrier knowledge: a step knows what its dependencies knew; a receive also what its send
@@ -628,6 +637,63 @@ static void t_select(void)
     ct_params ps[] = { { 0, 1, 0 }, { 0, 0, 0 } };
     for_shapes(K_SELECT_BCAST, 1, counts, 3, ps, 1);
     for_shapes(K_SELECT_ALLREDUCE, 0, counts, 3, ps, 2);
+}
+
+/* ct_select's fallbacks to MPICH's own algorithm (where simulation found MPICH's choice
+ * faster), decided alike at every rank; and the sizes around them that keep a schedule */
+static void t_select_fallback(void)
+{
+    enum { OK = CT_OK, FB = CT_ERR_NOT_APPLICABLE };
+    struct {
+        const char *shape;
+        int coll;
+        int64_t bytes;
+        int want;
+    } c[] = {
+        /* bcast: 6x6x6 takes 9 rounds of dimtree against 8 of a binomial over 216 ranks */
+        { "6x6x6", CT_COLL_BCAST, 8, OK }, { "6x6x6", CT_COLL_BCAST, 1024, FB },
+        { "6x6x6", CT_COLL_BCAST, 8192, OK }, { "3x5", CT_COLL_BCAST, 64, FB },
+        { "4x4x4", CT_COLL_BCAST, 1024, OK }, { "8x8x8", CT_COLL_BCAST, 4096, OK },
+        { "6x6", CT_COLL_BCAST, 1024, OK }, { "5x5mx4", CT_COLL_BCAST, 1024, FB },
+        /* allreduce: 5x5x5, lines of 5 in [64, 250) elements; rsag from 250 */
+        { "5x5x5", CT_COLL_ALLREDUCE, 256, OK }, { "5x5x5", CT_COLL_ALLREDUCE, 1024, FB },
+        { "5x5x5", CT_COLL_ALLREDUCE, 2000, OK }, { "4x4x4", CT_COLL_ALLREDUCE, 512, FB },
+        { "4x4x4", CT_COLL_ALLREDUCE, 1024, OK }, { "4x4x4", CT_COLL_ALLREDUCE, 8, OK },
+        { "3x3x3", CT_COLL_ALLREDUCE, 256, OK }, { "3x17", CT_COLL_ALLREDUCE, 8, FB },
+        { "16x16", CT_COLL_ALLREDUCE, 8, OK },
+        /* alltoall: every message at once up to 32 ranks */
+        { "3x3x3", CT_COLL_ALLTOALL, 8, OK }, { "3x3x3", CT_COLL_ALLTOALL, 1024, FB },
+        { "3x3x3", CT_COLL_ALLTOALL, 65536, OK }, { "2x2x2", CT_COLL_ALLTOALL, 8, FB },
+        { "4x4x4", CT_COLL_ALLTOALL, 1024, OK },
+        { "5x5x5", CT_COLL_ALLGATHER, 1024, OK }, { "3x5", CT_COLL_BARRIER, 0, OK },
+    };
+    for (unsigned i = 0; i < sizeof c / sizeof c[0]; i++) {
+        ct_topo t;
+        int dims[CT_MAXDIMS], wrap[CT_MAXDIMS];
+        ct_shape_parse(c[i].shape, dims, wrap);
+        if (ct_topo_default(&t, dims[0] * dims[1] * dims[2] * dims[3], NULL, c[i].shape)) {
+            fail("topology %s: %s", c[i].shape, ct_strerror());
+            continue;
+        }
+        int nfb = 0;
+        for (int r = 0; r < t.nranks; r++) {
+            ct_sched s;
+            int g = ct_select(&s, c[i].coll, &t, r, 0, c[i].bytes / 8, 8, &P_DEF);
+            if (g == CT_OK)
+                ct_sched_free(&s);
+            else if (g == FB)
+                nfb++;
+            else
+                fail("select %d on %s, %lld B: %s", c[i].coll, c[i].shape,
+                     (long long) c[i].bytes, ct_strerror());
+        }
+        int got = nfb == t.nranks ? FB : OK;
+        if ((nfb && nfb < t.nranks) || got != c[i].want)
+            fail("select %d on %s, %lld B: %d of %d ranks fall back, expected %s", c[i].coll,
+                 c[i].shape, (long long) c[i].bytes, nfb, t.nranks,
+                 c[i].want == FB ? "all" : "none");
+        ct_topo_free(&t);
+    }
 }
 
 /* the rsag and reduce generators refuse a non-commutative operation */
@@ -823,7 +889,7 @@ static const char *write_map(const char *text)
 static void t_mapfile(void)
 {
     ct_topo t;
-    /* seed 002's example: eight ranks on a 2x2x2 mesh, not in XYZT order */
+    /* Almási et al. 2005's example: eight ranks on a 2x2x2 mesh, not in XYZT order */
     const char *p = write_map("# 2x2x2\n0 0 0\n1 0 0\n0 1 0\n1 1 0\n0 0 1\n1 0 1\n0 1 1  # r6\n\n1 1 1\n");
     if (ct_topo_from_file(&t, p, 8, "2mx2mx2m"))
         fail("seed's mapping: %s", ct_strerror());
@@ -949,12 +1015,27 @@ static int model_mode(const char *shape)
     for (unsigned i = 0; i < sizeof c / sizeof c[0]; i++) {
         ct_sched **sc = calloc((size_t) t.nranks, sizeof *sc);
         int64_t count = c[i].bytes / 8;
-        for (int r = 0; r < t.nranks; r++) {
+        int fb = 0;
+        for (int r = 0; r < t.nranks && !fb; r++) {
             sc[r] = calloc(1, sizeof(ct_sched));
-            if (ct_select(sc[r], c[i].coll, &t, r, 0, count, 8, &P_DEF)) {
+            int g = ct_select(sc[r], c[i].coll, &t, r, 0, count, 8, &P_DEF);
+            if (g == CT_ERR_NOT_APPLICABLE)
+                fb = 1;
+            else if (g) {
                 fprintf(stderr, "%s\n", ct_strerror());
                 return 1;
             }
+        }
+        if (fb) {
+            printf("%-18s %10lld   falls back to MPI's own algorithm\n", cn[c[i].coll],
+                   (long long) c[i].bytes);
+            for (int r = 0; r < t.nranks; r++)
+                if (sc[r]) {
+                    ct_sched_free(sc[r]);
+                    free(sc[r]);
+                }
+            free(sc);
+            continue;
         }
         ct_load l;
         if (ct_model_load(&m, &t, sc, &l)) {
@@ -985,7 +1066,7 @@ static struct {
     { "allreduce_lines", t_allreduce_lines }, { "reduce_rsg", t_reduce },
     { "allgather", t_allgather }, { "allgatherv", t_allgatherv }, { "alltoall", t_alltoall },
     { "alltoall_dims", t_alltoall_dims },
-    { "barrier", t_barrier }, { "select", t_select },
+    { "barrier", t_barrier }, { "select", t_select }, { "select_fallback", t_select_fallback },
     { "noncommutative", t_noncommutative_refused },
 };
 #define NTESTS (int) (sizeof tests / sizeof tests[0])

@@ -10,6 +10,14 @@
  * A rank killed by SIGKILL cannot speak: a rank of its node names it (vnode_watch: the kernel
  * releases its robust mutex in the node's segment), ranks on other hosts through the
  * transport (aml's fatal error for a failed endpoint); hydra prints a process id and host.
+ *
+ * When is an exit "before MPI_Finalize"? Only once the program's own exit work is done: C++
+ * programs finalize from the destructor of a global "MPI environment" object, C programs from
+ * an atexit() handler registered before MPI_Init, and both run inside exit() after any handler
+ * registered at MPI_Init. So the handler registered here only records the status; the verdict
+ * is taken in libmpi's destructor, which the dynamic linker runs from exit() after every exit
+ * handler and static destructor, and after the destructors of the libraries that depend on
+ * libmpi (the program's, the application's own libraries).
  */
 
 #include "mpidimpl.h"
@@ -88,18 +96,28 @@ static void on_signal(int sig, siginfo_t * info, void *ctx)
     raise(sig);
 }
 
+static int exiting;
+static int exit_status;
+
 static void on_exit_cb(int status, void *arg)
 {
-    if (finalized || getpid() != me)
+    exiting = 1;
+    exit_status = status;
+}
+
+/* From exit(), after the program's exit handlers and static destructors (see the top). A
+ * library unloaded without exit() (dlclose) says nothing. */
+static void __attribute__ ((destructor)) at_unload(void)
+{
+    if (!exiting || finalized || !who_len || getpid() != me)
         return;
     fprintf(stderr, "%s exits with status %d before MPI_Finalize: the job is stopped\n", who,
-            status);
+            exit_status);
     fflush(NULL);
     /* Hydra (4.0.2) kills the other ranks, then reports this rank's own status, and theirs as
      * 0: the job would "succeed". An exit without MPI_Finalize is an error, so it exits 1
-     * (the exit handlers registered before MPI_Init are skipped; so is the status of an
-     * MPI_Abort with error code 0, which also ends here). */
-    if (status == 0)
+     * (so does an MPI_Abort with error code 0, which also ends here). */
+    if (exit_status == 0)
         _exit(1);
 }
 

@@ -36,6 +36,7 @@
 #define _GNU_SOURCE
 #include "mps_impl.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -45,6 +46,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#define MPS_ARENA_MAX (1ull << 40)  /* MPS_ARENA_BYTES above it is a mistake, not a size */
 #define NAT_RING 1024               /* descriptors; at most this many arena buffers per end */
 #define NAT_MAX_ALLOCS 64           /* send pools in one end's arena at a time */
 #define NAT_ATTACHED (1ull << 63)   /* in in_word: the owner's receive pool takes hand-offs */
@@ -230,8 +232,15 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
     /* the arena: room for two pools of the link's size per end (MPS_ARENA_BYTES: other) */
     size_t arena = 2 * round_page((size_t)l->bufsize) * (size_t)l->bufcount;
     const char *e = getenv("MPS_ARENA_BYTES");
-    if (e && *e)
-        arena = (size_t)strtoull(e, NULL, 0);
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(e, &end, 0);
+        if (errno || end == e || *end || e[0] == '-' || v > MPS_ARENA_MAX)
+            return mps_error(MPS_ERR_ARG, "MPS_ARENA_BYTES=%s: not a number of bytes in 0..%llu", e,
+                             (unsigned long long)MPS_ARENA_MAX);
+        arena = (size_t)v;
+    }
     arena = round_page(arena < 65536 ? 65536 : arena);
     size_t ctl = round_page(sizeof(struct nat_ctl));
     struct mps_nat_chan *nc = calloc(1, sizeof(*nc));
@@ -614,6 +623,18 @@ int mps_nat_pending(MPS_pool_t p)
     return (int)((w & NAT_TAIL_MASK) - atomic_load_explicit(&c->in_head, memory_order_relaxed));
 }
 
+/* A descriptor the other end wrote (read once into d): a buffer inside its arena, or the job
+ * ends. Compared without sums, so no offset near 2^64 wraps into range. */
+static void desc_check(const struct mps_nat_chan *nc, const struct nat_desc *d)
+{
+    if (d->off <= nc->arena && d->len <= nc->arena - d->off && d->off % page == 0 &&
+        d->bytes >= 0 && (uint64_t)d->bytes <= d->len)
+        return;
+    fprintf(stderr, "MPS: link '%s': corrupt hand-off (offset %llu, %u bytes of %d), aborting\n", nc->name,
+            (unsigned long long)d->off, d->len, d->bytes);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 int mps_nat_take(MPS_pool_t p)
 {
     struct mps_nat_chan *nc = p->nat;
@@ -624,11 +645,7 @@ int mps_nat_take(MPS_pool_t p)
     if (nc->remote) {
         MPI_Win_sync(nc->win);      /* the descriptor the sender put */
         struct nat_desc d = c->in[c->in_head_local++ % NAT_RING];
-        if (d.off + d.len > nc->arena || d.off % page || d.bytes < 0 || (uint64_t)d.bytes > d.len) {
-            fprintf(stderr, "MPS: link '%s': corrupt hand-off (offset %llu, %u bytes of %d), aborting\n", nc->name,
-                    (unsigned long long)d.off, d.len, d.bytes);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        desc_check(nc, &d);
         /* a message larger than this pool's buffers: its first bufsize bytes, and MPS_Buf_get
          * says MPS_ERR_TRUNCATE (the application holds the buffer and releases it) */
         int n = d.bytes < p->bufsize ? d.bytes : p->bufsize;
@@ -649,12 +666,7 @@ int mps_nat_take(MPS_pool_t p)
     uint64_t h = atomic_load_explicit(&c->in_head, memory_order_relaxed);
     struct nat_desc d = c->in[h % NAT_RING];
     atomic_store_explicit(&c->in_head, h + 1, memory_order_release);
-    /* a descriptor outside the other end's arena is no buffer: never hand it out */
-    if (d.off + d.len > nc->arena || d.off % page || d.bytes < 0 || (uint64_t)d.bytes > d.len) {
-        fprintf(stderr, "MPS: link '%s': corrupt hand-off (offset %llu, %u bytes of %d), aborting\n", nc->name,
-                (unsigned long long)d.off, d.len, d.bytes);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    desc_check(nc, &d);     /* never hand out a buffer outside the other end's arena */
     guard(nc->pdata + d.off, d.len, PROT_READ | PROT_WRITE, nc);
     p->loans[k] = (struct mps_loan){.held = 1, .off = d.off, .len = d.len, .bytes = d.bytes, .tag = d.tag};
     p->handoffs++;

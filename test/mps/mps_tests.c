@@ -714,12 +714,28 @@ static int t_topology_error(const char *want)
     return !(rc == MPS_ERR_TOPOLOGY && rc2 == MPS_ERR_TOPOLOGY && strstr(MPS_Error_detail(), want));
 }
 
+/* MPS_ARENA_BYTES that is no size (junk, negative, too large): creating a channel fails with
+ * MPS_ERR_ARG naming the variable, on both ends, under the native back end */
+static int t_arena_error(void)
+{
+    MPI_Comm c;
+    int l, r;
+    int rc = MPS_Channel_create("a", wrank == 0 ? "p2" : "p1", &c, &l, &r);
+    printf("rank %d: %s | %s\n", wrank, MPS_Error_string(rc), MPS_Error_detail());
+    return !(rc == MPS_ERR_ARG && strstr(MPS_Error_detail(), "MPS_ARENA_BYTES"));
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     if (argc == 3 && !strcmp(argv[1], "topology-error")) {
         int bad = t_topology_error(argv[2]);
+        MPI_Finalize();
+        return bad;
+    }
+    if (argc == 2 && !strcmp(argv[1], "arena-error")) {
+        int bad = t_arena_error();
         MPI_Finalize();
         return bad;
     }
@@ -742,7 +758,7 @@ int main(int argc, char **argv)
     else if (!strcmp(t, "order"))
         t_order();
     else
-        CHECK(0, "usage: mps_tests names|exhaust|timeout|select|misuse|zerocopy|guard|order|topology-error WANT");
+        CHECK(0, "usage: mps_tests names|exhaust|timeout|select|misuse|zerocopy|guard|order|arena-error|topology-error WANT");
     MPI_Finalize();
     return 0;
 }

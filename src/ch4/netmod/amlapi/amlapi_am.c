@@ -187,43 +187,66 @@ static void mpidig_hdr_check(int src, int id, const char *hdr, size_t len)
                            "handler reads %zu", src, len, d->name, need);
 }
 
+/* Bytes for a header of hlen bytes and msg_len data bytes after a record of rec bytes; ends
+ * the job when a peer's length makes that overflow. */
+static size_t mpidig_alloc_size(int src, int id, size_t rec, size_t hlen, size_t msg_len)
+{
+    size_t n;
+    if (__builtin_add_overflow(rec, MPL_ROUND_UP_ALIGN(hlen, 8), &n) ||
+        __builtin_add_overflow(n, msg_len, &n))
+        MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: handler %d announces %zu "
+                           "data bytes", src, id, msg_len);
+    return n;
+}
+
 static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
 {
-    const MPIDI_AMLAPI_am_hdr_t *h = info->uhdr;
+    /* The header may still sit in memory the sender can write (vnode's ring): it is copied
+     * once, and only the copy is checked and read. */
+    union {
+        MPIDI_AMLAPI_am_hdr_t h;
+        char b[AML_UHDR_LIMIT];
+    } copy;
+    const MPIDI_AMLAPI_am_hdr_t *h = &copy.h;
     void *am_hdr;
     uint32_t attr = 0;
     MPIR_Request *rreq = NULL;
+    size_t hlen;
+    int id;
     (void) ctx;
 
-    if (info->uhdr_len < sizeof(*h) || h->handler_id >= MPIDI_AM_HANDLERS_MAX ||
-        !MPIDIG_global.target_msg_cbs[h->handler_id])
+    if (info->uhdr_len < sizeof(*h) || info->uhdr_len > sizeof(copy))
+        MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: %zu-byte header",
+                           info->src, info->uhdr_len);
+    memcpy(copy.b, info->uhdr, info->uhdr_len);
+    id = h->handler_id;
+    if (id >= MPIDI_AM_HANDLERS_MAX || !MPIDIG_global.target_msg_cbs[id])
         MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: %zu-byte header, handler %d",
-                           info->src, info->uhdr_len,
-                           info->uhdr_len >= sizeof(*h) ? h->handler_id : -1);
+                           info->src, info->uhdr_len, id);
     am_hdr = (void *) (h + 1);
-    mpidig_hdr_check(info->src, h->handler_id, am_hdr, info->uhdr_len - sizeof(*h));
+    hlen = info->uhdr_len - sizeof(*h);
+    mpidig_hdr_check(info->src, id, am_hdr, hlen);
     MPIDIG_AM_ATTR_SET_VCIS(attr, h->src_vci, h->dst_vci);
 
     if (info->data || info->msg_len == 0) {
         /* one packet: MPIDIG copies straight from the network buffer */
-        MPIDIG_global.target_msg_cbs[h->handler_id] (am_hdr, (void *) info->data,
-                                                     info->msg_len, attr, NULL);
+        MPIDIG_global.target_msg_cbs[id] (am_hdr, (void *) info->data, info->msg_len, attr,
+                                          NULL);
         return 0;
     }
 
-    if (h->handler_id == MPIDIG_SEND) {
+    if (id == MPIDIG_SEND) {
         /* An eager message may be unexpected, and MPICH 4.0.2 loses the status of a receive
          * that matches an unexpected message still arriving asynchronously
          * (handle_unexp_cmpl completes match_req without its status). So eager sends
          * reach MPIDIG whole, as on ch4:ucx; data that MPIDIG asks for only after a match
          * (rendezvous data, RMA) still lands directly in the user's buffer below. */
-        size_t hlen = info->uhdr_len - sizeof(*h);
-        whole_msg_t *w = MPL_malloc(sizeof(*w) + MPL_ROUND_UP_ALIGN(hlen, 8) + info->msg_len,
-                                    MPL_MEM_BUFFER);
+        whole_msg_t *w = MPL_malloc(mpidig_alloc_size(info->src, id, sizeof(*w), hlen,
+                                                      info->msg_len), MPL_MEM_BUFFER);
         if (!w)
             MPIDI_AMLAPI_fatal("out of memory for a %zu-byte message from rank %d",
                                info->msg_len, info->src);
-        w->handler_id = h->handler_id;
+        w->handler_id = id;
         w->attr = attr;
         w->len = (MPI_Aint) info->msg_len;
         memcpy(w->hdr, am_hdr, hlen);
@@ -234,14 +257,13 @@ static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, a
         return 0;
     }
 
-    int rc = MPIDIG_global.target_msg_cbs[h->handler_id] (am_hdr, NULL, info->msg_len,
-                                                          attr | MPIDIG_AM_ATTR__IS_ASYNC,
-                                                          &rreq);
+    int rc = MPIDIG_global.target_msg_cbs[id] (am_hdr, NULL, info->msg_len,
+                                               attr | MPIDIG_AM_ATTR__IS_ASYNC, &rreq);
     /* MPIDIG's handlers fail only when they cannot allocate a request; the data would have
      * nowhere to go and MPIDIG's protocol would hang */
     if (!rreq)
         MPIDI_AMLAPI_fatal("MPIDIG handler %d took no request for %zu data bytes from rank %d "
-                           "(error code %d)", h->handler_id, info->msg_len, info->src, rc);
+                           "(error code %d)", id, info->msg_len, info->src, rc);
     MPIDIG_recv_setup(rreq);
     MPIDIG_rreq_async_t *async = &MPIDIG_REQUEST(rreq, req->recv_async);
     if (async->recv_type == MPIDIG_RECV_CONTIG && !rreq->status.MPI_ERROR &&
@@ -251,7 +273,8 @@ static int mpidig_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, a
         recv->compl_fn = recv_done;
         recv->compl_arg = rreq;
     } else {
-        staged_recv_t *st = MPL_malloc(sizeof(*st) + info->msg_len, MPL_MEM_BUFFER);
+        staged_recv_t *st = MPL_malloc(mpidig_alloc_size(info->src, id, sizeof(*st), 0,
+                                                         info->msg_len), MPL_MEM_BUFFER);
         if (!st)
             MPIDI_AMLAPI_fatal("out of memory for a %zu-byte message from rank %d",
                                info->msg_len, info->src);

@@ -294,14 +294,17 @@ static int find_duplicate(const char *path, int (*c)[CT_MAXDIMS], const int *lin
         key[r][CT_MAXDIMS] = r;
     }
     qsort(key, (size_t) n, sizeof *key, pos_cmp);
-    for (int i = 1; i < n; i++)
-        if (!memcmp(key[i], key[i - 1], sizeof c[0]) && (dup < 0 || key[i][CT_MAXDIMS] < dup)) {
-            int j = i - 1;      /* the run's first rank holds the position */
-            while (j > 0 && !memcmp(key[j - 1], key[i], sizeof c[0]))
-                j--;
-            dup = key[i][CT_MAXDIMS];
-            first = key[j][CT_MAXDIMS];
+    /* in a run of equal positions (ranks ascending), the run's first rank holds it */
+    for (int i = 1, run = 0; i < n; i++) {
+        if (memcmp(key[i], key[i - 1], sizeof c[0])) {
+            run = i;
+            continue;
         }
+        if (dup < 0 || key[i][CT_MAXDIMS] < dup) {
+            dup = key[i][CT_MAXDIMS];
+            first = key[run][CT_MAXDIMS];
+        }
+    }
     free(key);
     if (dup < 0)
         return CT_OK;

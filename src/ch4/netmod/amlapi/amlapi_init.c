@@ -228,7 +228,7 @@ cvars:
         meanwhile; MPI_Test and MPI_Iprobe never sleep. "coprocessor" adds a helper thread
         (MPICH's progress thread, which this mode turns on; the thread level provided becomes
         MPI_THREAD_MULTIPLE) that keeps aml progressing while the application computes, so
-        rendezvous transfers and completions go on between MPI calls (seed 002). When the
+        rendezvous transfers and completions go on between MPI calls (Almasi et al. 2005). When the
         application asked for MPI_THREAD_SINGLE or FUNNELED the helper sleeps on the event fd
         whenever nothing is pending; otherwise it polls. Blocked calls poll as in "polling".
 

@@ -38,15 +38,10 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : |-
-        Torus-aware collectives (coll_torus: bcast over edge-disjoint spanning trees,
-        allreduce/reduce dimension by dimension, allgather(v), alltoall, barrier) for
-        communicators on a torus.
-        auto - only when the job describes its torus (MPIR_CVAR_AMLAPI_TORUS_MAP_FILE or
-               MPIR_CVAR_AMLAPI_TORUS_SHAPE): otherwise the network is not known to be a
-               torus, and MPICH's algorithms run
-        on   - wherever a schedule applies, over the described torus or else the default
-               shape (the node count factorised like MPI_Dims_create, the ranks of a node
-               along t); for testing
+        Torus-aware collectives of coll_torus (bcast, allreduce, reduce, allgather(v), alltoall,
+        barrier) for communicators on a torus.
+        auto - only when MPIR_CVAR_AMLAPI_TORUS_MAP_FILE or MPIR_CVAR_AMLAPI_TORUS_SHAPE is set
+        on   - wherever a schedule applies, on the described or a default shape (testing)
         off  - never
 
     - name        : MPIR_CVAR_AMLAPI_TORUS_SHAPE
@@ -57,10 +52,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        The torus the nodes of the job form, as extents joined by 'x', each followed by 'm'
-        for a mesh dimension (a torus otherwise), and an optional last "xNt" for N ranks per
-        node: "8x8x8", "4mx4x4", "4x4x4x2t". Without MPIR_CVAR_AMLAPI_TORUS_MAP_FILE, ranks
-        are placed in XYZT order (x fastest). Its node count must be MPICH's.
+        The nodes' torus: extents joined by 'x', 'm' after a mesh dimension, an optional last "xNt"
+        for N ranks per node ("8x8x8", "4mx4x4", "4x4x4x2t"); its node count must be MPICH's.
+        Ranks in XYZT order unless MPIR_CVAR_AMLAPI_TORUS_MAP_FILE places them. Default: none.
 
     - name        : MPIR_CVAR_AMLAPI_TORUS_BCAST_CHUNK
       category    : CH4_AMLAPI
@@ -70,13 +64,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Pipelining chunk, in bytes, of the torus bcast (each colour's share of the message
-        moves down its tree in chunks of this size). coll_torus's link model picks chunks for Blue
-        Gene/L's 175 MB/s links with no per-message cost (about 3 KiB for 1 MiB on 2x2x2),
-        but a message through MPICH and UCX costs microseconds. Measured, 1 MiB bcast, 8 ranks
-        as a 2x2x2 torus (NOLOCAL, 2 cores): 64 KiB chunks 8.0-9.3 ms, 256 KiB 0.69-0.74 ms,
-        1 MiB 0.61-0.69 ms, MPICH's algorithm 1.09-1.10 ms. A torus with fast links and deep
-        trees wants smaller ones. 0: the model's choice.
+        Pipelining chunk in bytes of the torus bcast down each colour's tree. Default 262144, >= 0;
+        0: coll_torus's link model chooses (suits links with no per-message cost). Torus networks
+        with fast links and deep trees want smaller chunks.
 
     - name        : MPIR_CVAR_AMLAPI_TORUS_MAP_FILE
       category    : CH4_AMLAPI
@@ -86,11 +76,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        A file giving each rank's torus coordinates, one line per COMM_WORLD rank in rank
-        order, "x y z [t]" ('#' starts a comment). With MPIR_CVAR_AMLAPI_TORUS_SHAPE, the
-        extents and mesh dimensions are the shape's; without, the largest coordinates + 1,
-        torus in every dimension. It must be a bijection onto the shape; errors name the file
-        and line.
+        File of torus coordinates "x y z [t]", one line per COMM_WORLD rank in rank order ('#'
+        starts a comment); extents from MPIR_CVAR_AMLAPI_TORUS_SHAPE or the largest coordinates + 1.
+        It must be a bijection onto the shape; errors name the file and line. Default: none.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

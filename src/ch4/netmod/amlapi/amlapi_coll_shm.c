@@ -69,14 +69,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        MPI_Barrier, MPI_Allreduce up to MPIR_CVAR_AMLAPI_COLL_SHM_BYTES and MPI_Bcast up to
-        MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES, of an intracommunicator whose ranks all share a node go through a shared-memory
-        segment of the communicator (an atomic arrival count, the last rank to arrive
-        reduces and releases; a bcast root appends to a ring) from its Nth such
-        call on; the first N-1 run MPICH's algorithms, so a
-        communicator used a few times costs no segment (making it costs about 30 us at 2
-        ranks, 75 us at 4 ranks on 2 cores; a barrier then saves 0.2 and 4 us). 0: never.
-        Every rank must use the same value.
+        Barrier, small allreduce and bcast of an intracommunicator within one node use a shared
+        segment of it from its Nth such call on (before, MPICH's algorithms: a communicator used
+        rarely costs no segment). Default 8, >= 0; 0: never. Every rank must use the same value.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BYTES
       category    : CH4_AMLAPI
@@ -86,13 +81,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Largest MPI_Allreduce (count times the datatype's size, bytes) done in the
-        shared-memory segment of MPIR_CVAR_AMLAPI_COLL_SHM; larger ones run MPICH's
-        algorithms. The segment holds a row of this size per rank and one more. One rank
-        reduces all rows, so the segment loses to MPICH's algorithms on large data: measured
-        allreduce (doubles,
-        sum) 2 ranks 4 KiB 1.0 against 1.6 us, 8 KiB even, 16 KiB 4.2 against 3.2 us; 4
-        ranks on 2 cores 4 KiB 5 against 17 us, 64 KiB even. 0 to 1048576.
+        Largest MPI_Allreduce (bytes) done in the MPIR_CVAR_AMLAPI_COLL_SHM segment, which holds a
+        row of this size per rank and one more; larger ones run MPICH's algorithms. Default 4096, 0
+        to 1048576.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES
       category    : CH4_AMLAPI
@@ -102,12 +93,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Largest MPI_Bcast (bytes) done in the shared-memory segment of
-        MPIR_CVAR_AMLAPI_COLL_SHM: the root appends the data to a ring in the segment (16
-        records of this size, at least 64 KiB) and returns, each other rank copies it out.
-        Measured against MPICH's algorithms over vnode: 1 KiB 0.25 against 0.27 us at 2
-        ranks, 0.53 against 0.76 at 4 ranks on 2 cores; 4 KiB 0.56 against 0.35 and 1.6
-        against 1.3 us (one root's copy plus every reader's is then slower). 0 to 1048576.
+        Largest MPI_Bcast (bytes) done in the MPIR_CVAR_AMLAPI_COLL_SHM segment: the root appends it
+        to a ring of 16 records of this size (at least 64 KiB) and returns; each other rank copies
+        it out. Default 2048, 0 to 1048576.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES
       category    : CH4_AMLAPI
@@ -117,16 +105,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Largest block (bytes a rank sends each rank) of an MPI_Alltoall done in the
-        shared-memory segment of MPIR_CVAR_AMLAPI_COLL_SHM: every rank copies its send
-        buffer into its row, arrives as at a barrier, and copies its column out. The rows
-        (two sets, so the next call need not wait for this one's readers) are a second
-        segment made at the communicator's first such alltoall: 2 x ranks^2 x this many
-        bytes, at most 16 MiB (larger communicators get smaller blocks). Measured against
-        MPICH's algorithms over vnode, 4 / 8 ranks on 2 cores: 8 B 3.3-4.2 against 6.0-7.4
-        us / 9.5-13.5 against 21-23; 1 KiB 5.0-5.8 against 7.4-7.8 / 20-29 against 28-35;
-        2 KiB even / 32 against 35-39; 4 KiB 12.5 against 11 / 49 against 43-48 (two
-        copies of every block then cost more than the messages). 0 to 1048576.
+        Largest block (bytes to each rank) of an MPI_Alltoall done through shared-memory rows, made
+        at the first such call: 2 x ranks^2 x this bytes, at most 16 MiB (larger communicators get
+        smaller blocks). Default 2048, 0 to 1048576.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY
       category    : CH4_AMLAPI
@@ -136,16 +117,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Smallest block (bytes a rank sends each rank) of an MPI_Alltoall done by single
-        copy on a communicator of MPIR_CVAR_AMLAPI_COLL_SHM_LARGE ranks or more: every rank
-        publishes where its send blocks are and reads its block of every rank that has
-        published (process_vm_readv), then waits until all read its own; one copy of
-        every block, no message. 0 = never; also not where the node forbids single copy.
-        Measured against MPICH's algorithms over vnode and Open MPI, 4 / 8 ranks on 2
-        cores: 16 KiB 23-42 against 16-26 and 26-38 us / 103-117 against 70-121 and
-        116-132; 32 KiB 31-33 against 27-46 and 34-47 / 145-179 against 209-311 and
-        157-174; 64 KiB 50-60 against 61-95 and 53-64 / 230-279 against 371-538 and
-        242-275 (each read is a system call of about 2 us here, so small blocks lose).
+        Smallest block (bytes to each rank) of an MPI_Alltoall done by single copy from the other
+        ranks' send buffers, on communicators of MPIR_CVAR_AMLAPI_COLL_SHM_LARGE ranks or more where
+        the node allows single copy. Default 32768, >= 0; 0: never.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_LARGE
       category    : CH4_AMLAPI
@@ -155,16 +129,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        On a communicator of at least this many ranks (0: none), large MPI_Bcast and
-        MPI_Allreduce go through its shared memory too: a bcast larger than
-        MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES through the ring in chunks of a quarter of it
-        (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING), readers copying one out while the root
-        writes the next; an allreduce from MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN bytes in
-        chunks (MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK) that every rank reduces a slice of.
-        On 2 cores MPICH's algorithms need every rank to run at every step: bcast 1 MiB took
-        0.20-0.36 ms on 4 ranks and 2.5 on 8, through the ring 0.085 and 0.23 (Open MPI 0.21
-        and 0.41); allreduce 1 MiB 0.50-0.61 ms on 4 ranks, in chunks 0.27. On 2 ranks, which
-        MPICH serves with one message or two, MPICH's were as fast or faster.
+        From this many ranks up, large MPI_Bcast pipelines through the ring
+        (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING) and large MPI_Allreduce is reduced in slices by all
+        ranks (from MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN bytes). Default 4, >= 0; 0: never.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING
       category    : CH4_AMLAPI
@@ -174,11 +141,8 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Bytes of the bcast ring of a communicator that pipelines large bcasts
-        (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE): the root runs this far ahead of its
-        slowest reader. 8 ranks on 2 cores, 1 MiB bcasts: 1 MiB ring 0.33 ms, 4 MiB 0.23 ms;
-        8-byte bcasts 1.3 us and 0.5.
-        65536 to 1073741824.
+        Bytes of the ring that pipelines large bcasts (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE): how far the
+        root may run ahead of its slowest reader. Default 4194304, 65536 to 1073741824.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK
       category    : CH4_AMLAPI
@@ -188,11 +152,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Chunk (bytes) of a large MPI_Allreduce in shared memory (see
-        MPIR_CVAR_AMLAPI_COLL_SHM_LARGE): every rank copies chunk k into its row and reduces
-        1/n of chunk k-1 over all rows, one arrival per chunk. The rows (2 x (ranks + 1)
-        chunks) are a segment made at the first such call. 4 ranks on 2 cores, 1 MiB: 64 KiB
-        chunks 0.50-1.05 ms, 128 KiB 0.32, 256 KiB 0.27. 0: never.
+        Chunk (bytes) of a large shared-memory MPI_Allreduce (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE); the
+        rows take 2 x (ranks + 1) chunks, made at the first such call. Default 262144, 0 to
+        67108864; 0: never.
 
     - name        : MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN
       category    : CH4_AMLAPI
@@ -203,8 +165,8 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Smallest MPI_Allreduce (bytes) done in chunks in shared memory
-        (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE); between MPIR_CVAR_AMLAPI_COLL_SHM_BYTES and this,
-        MPICH's algorithms. 4 ranks on 2 cores, 16 KiB: 11 against 17-22 us.
+        (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE); between MPIR_CVAR_AMLAPI_COLL_SHM_BYTES and this, MPICH's
+        algorithms run. Default 16384, >= 0.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

@@ -37,14 +37,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_LOCAL
       description : >-
-        A rank that exits before MPI_Finalize, or receives a fatal signal (SIGSEGV, SIGBUS,
-        SIGFPE, SIGILL, SIGABRT), prints one line on stderr naming its rank, process id and
-        host before the job ends (hydra names only the process id and host, and nothing for
-        an exit without MPI_Finalize); such an exit with status 0 becomes status 1, so the
-        job fails (hydra would report success). A signal handler that was installed before
-        MPI_Init (UCX's, the application's) still runs afterwards. And a rank of a node that
-        ends without MPI_Finalize in any way, SIGKILL included, is named at once by another
-        rank of its node (vnode's segment watch), which ends the job. 0 = none of this.
+        A rank that exits before MPI_Finalize or dies of a fatal signal is named (rank, pid, host)
+        on stderr and the job fails (exit status 0 becomes 1); one killed outright (SIGKILL) is
+        named by a rank of its node. Default on; 0: none of this.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

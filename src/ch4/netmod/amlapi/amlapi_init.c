@@ -22,13 +22,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Largest aml packet in bytes (packet header, user header and data) of the one-packet
-        protocol, and of every packet through vnode's on-node FIFOs: a message whose header
-        and data fit one packet uses the one-packet protocol; longer eager messages to on-node
-        peers are cut into packets of this size. Default: UCX's shared-memory bcopy segment
-        (8256) less UCP's 8-byte AM header, so an 8 KiB MPI message is one packet (measured:
-        8 KiB latency 1.72 vs 2.25 us, bandwidth 11.4 vs 8.5 GB/s against 8192). Range 512 to
-        1048576.
+        Largest aml packet in bytes (headers and data) of the one-packet protocol and of vnode's
+        on-node FIFOs; longer eager messages on a node are cut into packets of this size. Default
+        8248 (an 8 KiB MPI message in one packet); 512 to 1048576, at most the CH4 AM pack buffer.
 
     - name        : MPIR_CVAR_AMLAPI_NET_PACKET_SIZE
       category    : CH4_AMLAPI
@@ -38,14 +34,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Largest eager or adaptive-eager packet, in bytes, to peers reached through UCX (other
-        hosts; this host's ranks with MPIR_CVAR_NOLOCAL, cliques or MPIR_CVAR_AMLAPI_VNODE=0):
-        longer messages below the eager limit are cut into packets of this size, each one UCX
-        active message. Default: a 64 KiB MPI message and its headers in one UCX send, which
-        UCX moves without a rendezvous of its own (measured between two hosts over TCP:
-        16 KiB latency 6.5 against 39.5 us with 8248-byte packets; on-node UCX 0.9 against
-        3.4 us). Packets are sent from the user's buffer, so the size costs no memory per
-        pending send. Range 512 to 1048576; 0 means MPIR_CVAR_AMLAPI_PACKET_SIZE.
+        Largest eager packet in bytes to peers reached through UCX (other hosts; this host with
+        MPIR_CVAR_NOLOCAL, cliques or MPIR_CVAR_AMLAPI_VNODE=0). Default 65592: a 64 KiB message and
+        its headers in one UCX send. 512 to 1048576; 0 means MPIR_CVAR_AMLAPI_PACKET_SIZE.
 
     - name        : MPIR_CVAR_AMLAPI_EAGER_LIMIT
       category    : CH4_AMLAPI
@@ -55,14 +46,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Messages with more data bytes than this use the rendezvous protocol (scout, then the
-        data moves into the buffer the receiver's header handler chose); smaller ones are
-        sent eagerly. Applies to peers reached through UCX; on-node vnode peers switch at
-        MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD. Must be >= 0. Default measured between
-        two hosts over TCP (maint/bench --hosts=2, medians of 5): with 64 KiB eager 64 KiB
-        latency 37 against 50 us and bandwidth 2154 against 1797 MB/s with the earlier
-        12288-byte limit and 8248-byte packets. Above it rendezvous keeps the memory a flood of
-        unexpected messages holds bounded.
+        Messages to peers reached through UCX with more data bytes than this go by rendezvous,
+        smaller ones eagerly (on-node peers switch at MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD).
+        Default 65536, >= 0; with adaptive credits it bounds the unexpected data per sender.
 
     - name        : MPIR_CVAR_AMLAPI_PROTOCOL
       category    : CH4_AMLAPI
@@ -72,11 +58,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Point-to-point protocol of the aml message layer: "auto" chooses per message by size
-        and peer state (one-packet; adaptive eager while the peer has a credit, else
-        rendezvous; rendezvous above the eager limit); "eager", "adaptive" and "rndv" force
-        one protocol for every message (testing and tuning; "adaptive" still falls back to
-        rendezvous without a credit).
+        Point-to-point protocol of aml: "auto" (default) chooses per message by size and peer state;
+        "eager", "adaptive" or "rndv" forces one protocol for every message (testing and tuning;
+        "adaptive" still falls back to rendezvous without a credit).
 
     - name        : MPIR_CVAR_AMLAPI_RNDV_MODE
       category    : CH4_AMLAPI
@@ -86,13 +70,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        How rendezvous moves the data once the receiver knows where it lands. "ucx": the
-        scout is a UCX active message sent by UCX's own rendezvous and the header handler's
-        landing is filled by ucp_am_recv_data_nbx, with UCX's tuned zero-copy protocols and
-        no registration per message (measured 1 MiB one way: 53-63 us against 89 us for
-        "get"). "get": aml registers the sender's buffer and the receiver pulls it
-        (ucp_get_nbx). "put": the receiver sends its landing's address and key, the sender
-        writes it (ucp_put_nbx); for transports where remote reads are poor.
+        How rendezvous data moves: "ucx" (default) lets UCX's own rendezvous fill the receiver's
+        buffer; "get" has the receiver read the sender's registered buffer (ucp_get_nbx); "put" has
+        the sender write the receiver's buffer (ucp_put_nbx), for transports with poor remote reads.
 
     - name        : MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS
       category    : CH4_AMLAPI
@@ -102,16 +82,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Adaptive eager flow control: a sender keeps at most this many adaptive eager messages
-        per peer that the receiver has not confirmed (a message is confirmed once it no
-        longer takes receiver memory: it was received, or matched a posted receive). Further
-        messages to that peer go by rendezvous, so a receiver flooded by many senders holds
-        at most credits x eager limit bytes of unexpected data per sender (64 x 64 KiB with
-        the defaults, on one node and from another). 0 turns adaptive eager off (ordered eager is
-        used, and unexpected memory is unbounded). 0 to 1024. Default: the window of the
-        usual bandwidth benchmarks (OSU's, ours): with 32, half of a 64-message window of
-        16-64 KiB went by rendezvous, and the mix ran at a third of all-eager speed
-        (bidirectional 64 KiB: 11 vs 39 GB/s).
+        Adaptive eager messages a sender may have unconfirmed per peer; further ones go by
+        rendezvous, so a flooded receiver holds at most credits x eager limit bytes per sender.
+        Default 64, 0 to 1024; 0 turns adaptive eager off (ordered eager, unbounded memory).
 
     - name        : MPIR_CVAR_AMLAPI_RMA_DIRECT
       category    : CH4_AMLAPI
@@ -121,16 +94,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        MPI_Put, MPI_Get, MPI_Rput and MPI_Rget with a contiguous target datatype and at
-        least the target's eager limit in bytes (smaller ones cost less as active messages:
-        an 8-byte put under a lock 5.4 us direct, 1.8 us through MPIDIG) go as direct
-        operations with no message at the target: a single copy
-        (process_vm_writev/readv) to a rank of this node, UCX RMA to a rank of another host.
-        Windows from MPI_Win_create, MPI_Win_allocate and MPI_Win_allocate_shared expose
-        their memory for it at creation. 0: every RMA operation is an active message of
-        MPICH's generic RMA (MPIDIG). Non-contiguous targets, accumulates and dynamic
-        windows are MPIDIG's either way. Shared-memory windows (MPIR_CVAR_AMLAPI_RMA_SHM) do
-        not use it; with it 0, MPI_Win_create windows are never shared-memory windows.
+        Contiguous MPI_Put/Get/Rput/Rget of at least the target's eager limit go as direct
+        operations (single copy on the node, UCX RMA between hosts; no message at the target).
+        Default on; 0: MPIDIG messages, and MPI_Win_create windows are never shared-memory ones.
 
     - name        : MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX
       category    : CH4_AMLAPI
@@ -140,17 +106,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Largest contiguous MPI_Put/MPI_Get/MPI_Rput/MPI_Rget done as a direct operation to a
-        rank reached by UCX whose RMA is carried out in software by the target's progress
-        (only tcp lanes for RMA, or none: UCX then emulates RMA over its active messages);
-        larger ones go as a native amlapi message whose data moves by UCX's message
-        protocols. Default 0: none is direct, since the message wins at every size that
-        would be (from the eager limit, 64 KiB, up), measured between two test hosts on
-        TCP: 1 MiB get 1040 against 340 us, put 1122 against 351 us; 64 KiB + 1 byte get 76
-        against 52 us; at 64 KiB both take 49 us, but a window of 64 of them under a lock
-        moves 810-818 MB/s direct against about 2.1x ch4:ucx's 850-880 as messages. -1: no
-        limit. Transfers over RDMA and single copy are direct at every size from the eager
-        limit.
+        Largest contiguous put/get done as a direct operation to a UCX peer whose RMA is done in
+        software (tcp only); larger ones go as native amlapi messages. Default 0 (never direct); -1:
+        no limit. Peers reached by RDMA or single copy are not affected.
 
     - name        : MPIR_CVAR_AMLAPI_RMA_SHM
       category    : CH4_AMLAPI
@@ -160,16 +118,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        A window whose ranks all share one node does all of its RMA in shared memory: from
-        MPI_Win_allocate or MPI_Win_allocate_shared (MPICH puts its memory in one shared
-        segment) put, get and the accumulate family are copies and loads/stores at the
-        target's memory; from MPI_Win_create, single copies (process_vm_readv/writev) of
-        the target's memory, when vnode's single copy works on the node and
-        MPIR_CVAR_AMLAPI_RMA_SHM_COPY asks for it (off by default). Accumulates are
-        applied under a per-target mutex, and MPI_Win_lock/unlock, lock_all/unlock_all and
-        post/start/complete/wait are atomic words in shared memory. No message and nothing
-        from the target: a target busy computing does not delay them. Fence stays MPIDIG's
-        (a barrier). 0: such windows use direct operations and MPIDIG like any other.
+        A window whose ranks all share one node does its RMA in shared memory (copies, atomic words
+        for locks and PSCW; MPI_Win_create windows only with MPIR_CVAR_AMLAPI_RMA_SHM_COPY), with
+        nothing needed from the target. Default on; 0: such windows work like any other.
 
     - name        : MPIR_CVAR_AMLAPI_RMA_SHM_COPY
       category    : CH4_AMLAPI
@@ -179,15 +130,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        With MPIR_CVAR_AMLAPI_RMA_SHM, an MPI_Win_create window whose ranks all share one
-        node is a shared-memory window too: lock/unlock, lock_all and post/start/complete/wait
-        are the atomic words of the control segment, put and get single copies
-        (process_vm_readv/writev) of the target's memory, the accumulate family a single-copy
-        read, apply and write-back under the target's mutex; nothing from the target, so a
-        target that computes without MPI calls delays nothing (passive-target progress).
-        Off by default because a single copy costs 1.9 us a call on this machine kind (a
-        virtual machine), more than an active message through vnode's FIFOs when the target
-        makes progress: 8-byte get 2.32 against 0.98 us, accumulate 4.27 against 1.21.
+        With MPIR_CVAR_AMLAPI_RMA_SHM, MPI_Win_create windows on one node are shared-memory windows
+        too, their operations single copies of the target's memory. Default off (a system call per
+        operation); turn it on when targets compute for long without calling MPI.
 
     - name        : MPIR_CVAR_AMLAPI_LANES
       category    : CH4_AMLAPI
@@ -197,9 +142,8 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        UCX endpoints per peer. Adaptive eager data packets carry no ordering and are spread
-        round robin over them (several rails or connections); everything else uses the first.
-        1 to 8.
+        UCX endpoints per peer: adaptive eager data packets are spread round robin over them
+        (several rails or connections), everything else uses the first. Default 1, 1 to 8.
 
     - name        : MPIR_CVAR_AMLAPI_DEBUG_REORDER
       category    : CH4_AMLAPI
@@ -209,10 +153,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_MPIDEV_DETAIL
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Testing: adaptive eager data packets are sent last to first, ahead of their message's
-        first packet, and every other sequenced packet to a peer is held back and sent after
-        the next one, so receivers exercise out-of-order placement and their stash and replay
-        of early packets. Slower; never for production.
+        Testing only: adaptive eager data packets go last to first and every other sequenced packet
+        is held back, so receivers exercise out-of-order placement. Default off; never in
+        production.
 
     - name        : MPIR_CVAR_AMLAPI_PROGRESS_MODE
       category    : CH4_AMLAPI
@@ -222,15 +165,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        How a blocked MPI call waits. "polling" spins on the UCX worker (lowest latency).
-        "interrupt" polls once, and when nothing is pending arms the worker and sleeps on its
-        event fd until a packet arrives (no spinning hysteresis), releasing MPICH's lock
-        meanwhile; MPI_Test and MPI_Iprobe never sleep. "coprocessor" adds a helper thread
-        (MPICH's progress thread, which this mode turns on; the thread level provided becomes
-        MPI_THREAD_MULTIPLE) that keeps aml progressing while the application computes, so
-        rendezvous transfers and completions go on between MPI calls (Almasi et al. 2005). When the
-        application asked for MPI_THREAD_SINGLE or FUNNELED the helper sleeps on the event fd
-        whenever nothing is pending; otherwise it polls. Blocked calls poll as in "polling".
+        How a blocked call waits: "polling" (default) spins; "interrupt" sleeps on the event fd when
+        nothing is pending; "coprocessor" adds a progress thread (thread level MPI_THREAD_MULTIPLE)
+        that moves transfers on while the application computes (Almasi et al. 2005).
 
     - name        : MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT
       category    : CH4_AMLAPI
@@ -240,9 +177,8 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Interrupt mode: longest sleep in milliseconds before a blocked call looks again
-        without an arrival (progress that needs no packet, e.g. nonblocking collective
-        schedules, waits at most this long). 1 to 1000.
+        Interrupt mode: longest sleep in milliseconds before a blocked call looks again without an
+        arrival (bounds the delay of progress that needs no packet). Default 10, 1 to 1000.
 
     - name        : MPIR_CVAR_AMLAPI_KEEPALIVE
       category    : CH4_AMLAPI
@@ -252,17 +188,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Failure handling for ranks on other hosts. Their endpoints use UCX's peer failure
-        handling, so a rank there that dies ends the job at once with an error naming it and
-        its host; and a connection to such a rank that has been silent for this many
-        milliseconds is probed by TCP keepalive (3 probes this far apart, whole seconds), so a
-        host that stops answering is found in about 4 times this (measured 4 s at 1000 ms,
-        between namespaces; UCX's defaults take 28 s). The kernel answers the probes, so a rank
-        that computes without calling MPI is never taken for dead. Both ends probe (UCX 1.13
-        arms only the sockets it connects; aml arms those it accepts). A connection with data
-        in flight waits for the kernel's retransmission limit instead
-        (net.ipv4.tcp_retries2, about 15 minutes by default). 0 = no failure handling. 0 to
-        3600000.
+        Failure detection for ranks on other hosts: a dead rank ends the job with its name, and a
+        connection silent this many ms is probed by TCP keepalive (a dead host is found in about 4x
+        this). Default 1000, 0 to 3600000; 0 turns failure handling off.
 
     - name        : MPIR_CVAR_AMLAPI_OVERSUBSCRIBED
       category    : CH4_AMLAPI
@@ -272,12 +200,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Polling mode on an oversubscribed node: a blocked call that finds nothing to do
-        yields its core (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD), then sleeps as in interrupt
-        mode (on the event fd that vnode doorbells and UCX share, at most
-        MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT ms) instead of spinning, so the rank it waits for
-        gets the core. -1 decides at MPI_Init: yes when this node runs more ranks than it has
-        cores (hwloc, allowed cores only); 0 never; 1 always.
+        Polling mode with more ranks than cores: an idle blocked call yields
+        (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD), then sleeps on the event fd instead of spinning. -1
+        (default) decides at MPI_Init from the allowed cores (hwloc); 0 never; 1 always.
 
     - name        : MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD
       category    : CH4_AMLAPI
@@ -287,10 +212,8 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Polling mode on an oversubscribed node: for this many microseconds a blocked call
-        that finds nothing to do gives its core away with sched_yield (the rank sharing
-        the core, often the one it waits for, runs at once, without the wake-up latency of
-        a sleep); after that it sleeps on the event fd. 0 sleeps at once. 0 to 1000000.
+        Oversubscribed polling: microseconds an idle blocked call gives its core away with
+        sched_yield before it sleeps on the event fd. Default 200, 0 to 1000000; 0 sleeps at once.
 
     - name        : MPIR_CVAR_AMLAPI_POLL_PAUSE
       category    : CH4_AMLAPI
@@ -300,10 +223,8 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Polling mode: a blocked call whose poll found nothing executes this many CPU pause
-        instructions (x86 pause, Arm yield) before it polls again. The waiting core then
-        leaves the FIFO line it polls to the sender writing it, and a hyperthread sibling
-        gets the core. 0 polls back to back. 0 to 1000.
+        Polling mode: CPU pause instructions (x86 pause, Arm yield) between two empty polls, leaving
+        the polled line to its writer and the core to a hyperthread sibling. Default 1, 0 to 1000.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE
       category    : CH4_AMLAPI
@@ -313,9 +234,8 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Ranks on the same node (MPICH's node map: MPIR_CVAR_NOLOCAL and
-        MPIR_CVAR_NUM_CLIQUES split it) talk through vnode, amlapi's shared-memory FIFOs
-        with single copy for large messages. 0: every peer through UCX.
+        Ranks of one node (MPICH's node map, split by MPIR_CVAR_NOLOCAL and MPIR_CVAR_NUM_CLIQUES)
+        talk through vnode's shared-memory FIFOs and single copy. Default on; 0: all through UCX.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE_RING_SIZE
       category    : CH4_AMLAPI
@@ -325,16 +245,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Bytes of each vnode FIFO (one per ordered pair of ranks on a node), rounded up to a
-        power of two and at least four packets (MPIR_CVAR_AMLAPI_PACKET_SIZE). The node's
-        segment in /dev/shm holds n*(n-1) of them for n ranks: lower it when /dev/shm is
-        small (containers default to 64 MiB). 0 (default): by the node's n, the largest of
-        512, 256, 128 KiB whose n-1 rings take at most 2 MiB per rank, else 64 KiB (512 KiB
-        up to 5 ranks, 256 KiB up to 9, 128 KiB up to 17). Measured with 2 ranks on an Intel
-        Xeon VM against the former fixed 64 KiB: 8-byte message rate 11.2-12.5 against
-        10.3-10.7 Mmsg/s, 4 KiB latency 1.27-1.32 against 1.44-1.50 us, 8 KiB bandwidth
-        11.5-11.8 against 5.6 GB/s (512 KiB; 7.5-7.9 with 256 KiB). Medians of 5 message
-        rates: 12.3 with 256 KiB rings, 12.1 with 512 KiB, 11.7 with 1 MiB.
+        Bytes of each vnode FIFO; a node's /dev/shm segment holds n*(n-1) of them for n ranks: lower
+        it when /dev/shm is small. 0 (default): the largest of 512, 256, 128 KiB whose n-1 rings fit
+        in 2 MiB, else 64 KiB. Else 4096 to 1073741824, rounded up to a power of two and 4 packets.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY
       category    : CH4_AMLAPI
@@ -344,10 +257,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        On-node messages above MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD move by single
-        copy (the receiver reads the sender's buffer with process_vm_readv) when the node
-        allows it (checked at init: Yama ptrace_scope, seccomp, user namespaces). 0, or a
-        node that forbids it: they go as packets through the FIFOs.
+        On-node messages above MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD move by single copy
+        (process_vm_readv) where the node allows it (probed at init). Default on; 0, or a node that
+        forbids it (Yama ptrace_scope, seccomp, user namespaces): packets through the FIFOs.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD
       category    : CH4_AMLAPI
@@ -357,17 +269,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        On-node messages of more data bytes than this go by single copy (rendezvous),
-        smaller ones eagerly as packets through the FIFOs. 0: MPIR_CVAR_AMLAPI_EAGER_LIMIT.
-        The crossover depends on what a cache line costs between the two cores. Measured
-        with 2 ranks, FIFO vs single copy: on an Intel Xeon VM, level at 8 KiB, then 16 KiB
-        latency 3.8 vs 2.3-2.8 us and bandwidth 5.6-5.9 vs 11.8 GB/s, 64 KiB 12.1-12.6 vs
-        4.0-5.1 us and 5.5-5.8 vs 18.2-19.6 GB/s (Open MPI 2.3-2.7 us at 16 KiB); on an AMD
-        EPYC VM the FIFOs won up to 64 KiB while its two vCPUs shared a core complex (16 KiB
-        0.72 vs 3.0 us) and lost across complexes (64 KiB 8.4-9.3 vs 13.5-15.5 GB/s), as
-        most pairs of ranks of a many-core node are. 12 KiB keeps a two-packet eager range
-        (adaptive eager, whose credits bound a flood's memory). Each eager message a receiver
-        has not yet matched holds a buffer of its size.
+        On-node messages with more data bytes than this go by single copy, smaller ones as packets
+        through the FIFOs. Default 12288, >= 0; 0 means MPIR_CVAR_AMLAPI_EAGER_LIMIT. Raise it where
+        a cache line moves cheaply between cores (cores sharing a cache).
 
     - name        : MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY
       category    : CH4_AMLAPI
@@ -377,16 +281,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        On-node single copies of at least this many bytes are shared: while the receiver
-        reads the sender's buffer from the front, the sender's progress writes chunks of the
-        same message into the receiver's buffer, so two cores move it (measured: 1 MiB in
-        about half the time). Direct puts and gets into an MPI_Win_create window of a rank
-        of this node share the same way with the target's progress, every operation in turn
-        (1 MiB under a lock: 24 against 13 GB/s). Neither waits for the other. 0: the
-        receiver (the origin) copies alone. Default 64 KiB: chunks are at least 32 KiB, so a
-        smaller copy has nothing to share and only paid for the export (Intel Xeon VM, 2
-        ranks, 6 interleaved runs: 32 KiB latency 3.36 against 3.57 us, 48 KiB 3.88 against
-        4.14, with 32768).
+        On-node single copies (and direct puts and gets on the node) of at least this many bytes are
+        shared: the sender's progress copies chunks of it too. Default 65536 (chunks are at least 32
+        KiB), >= 0; 0: the receiver copies alone.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE_MEMBARRIER
       category    : CH4_AMLAPI
@@ -396,13 +293,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        On-node packets to a rank that polls go without a full memory fence: a rank about to
-        sleep for the first time (interrupt mode, an oversubscribed node, a progress thread)
-        calls membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) once, and its senders fence from
-        then on. Applies on nodes of at most 9 ranks (every peer polled directly) where the
-        kernel offers membarrier. Measured, 2 ranks on an Intel Xeon VM: 8-byte message rate
-        15.5-16.0 against 10.9-11.3 Mmsg/s with a fence per packet, 1-byte latency level;
-        the membarrier took 16 us. 0: a fence after every packet.
+        On nodes of at most 9 ranks with membarrier(2), on-node packets to polling ranks go without
+        a memory fence; a rank about to sleep calls membarrier once and its senders fence from then
+        on. Default on; 0: a fence after every packet.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

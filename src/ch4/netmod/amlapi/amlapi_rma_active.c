@@ -47,11 +47,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Active-target synchronisation is amlapi's own: post/start/complete/wait of windows
-        that are not shared-memory ones are amlapi messages counted per peer, and the waits
-        of PSCW and MPI_Win_fence yield on an oversubscribed node. 0: MPICH's MPIDIG
-        protocol (for comparison; shared-memory windows keep their counters). Every rank
-        must use the same value.
+        Post/start/complete/wait of windows that are not shared-memory ones are amlapi messages
+        counted per peer, and PSCW and fence waits yield on an oversubscribed node. Default on; 0:
+        MPICH's MPIDIG protocol. Every rank must use the same value.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

@@ -48,11 +48,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        In windows whose ranks do not all share one node (and MPI_Win_create windows on one
-        node), put, get, accumulate, get_accumulate, fetch_and_op and compare_and_swap with a
-        contiguous target datatype that are not direct transfers go as one amlapi message
-        applied by the target's handler and one answer, instead of MPICH's generic
-        active-message layer (MPIDIG). 0: MPIDIG, as before (for comparison).
+        RMA operations with a contiguous target datatype that are not direct transfers go as one
+        amlapi message applied by the target's handler and one answer. Default on; 0: MPICH's
+        generic active messages (MPIDIG).
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

@@ -59,10 +59,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Passive-target locks (MPI_Win_lock/unlock, lock_all/unlock_all) of windows that are
-        not shared-memory ones, nor MPI_Win_allocate_shared ones, are amlapi's own:
-        acquired by the first operation to a target, released without waiting. 0: MPICH's
-        MPIDIG lock protocol (for comparison). Every rank must use the same value.
+        Passive-target locks of windows that are not shared-memory ones are amlapi's own, acquired
+        by the first operation to a target and released without waiting. Default on; 0: MPICH's
+        MPIDIG lock protocol. Every rank must use the same value.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

@@ -28,11 +28,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_LOCAL
       description : >-
-        Processes of other jobs (spawned, or met through MPI_Comm_connect/accept or
-        MPI_Comm_join) that one process can connect to in its life. aml reserves their peer
-        records at init so that no record ever moves (about 700 bytes each, in memory that is
-        only touched when used); one more is an error naming this variable. Range 0 to
-        1048576.
+        Processes of other jobs (spawned, connect/accept, join) one process can connect to in its
+        life; their records (about 700 bytes each, touched only when used) are reserved at init.
+        Default 1024, 0 to 1048576; one more is an error naming this variable.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

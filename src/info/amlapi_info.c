@@ -407,40 +407,55 @@ static void check_single_copy(int ppn, int vnode_on)
         say("  probe: pipe: %s\n", strerror(errno));
         return;
     }
+    /* a child that died must end a read with EOF, not hang it, and a write to it must fail,
+     * not kill us: each side keeps only its ends, and SIGPIPE is ignored meanwhile */
+    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
     fflush(stdout);
     for (int i = 0; i < 2; i++) {
         kid[i] = fork();
-        if (kid[i] == 0)
+        if (kid[i] == 0) {
+            close(ready[0]);
+            close(go[1]);
+            close(res[0]);
+            for (int j = 0; j < 2; j++) {
+                close(sib[j][1]);
+                if (j != i)
+                    close(sib[j][0]);
+            }
             probe_child(i, job, ready[1], go[0], res[1], sib[i][0]);
-        if (kid[i] < 0) {
-            say("  probe: fork: %s\n", strerror(errno));
-            return;
         }
+        if (kid[i] < 0)
+            say("  probe: fork: %s\n", strerror(errno));
     }
+    close(ready[1]);
+    close(go[0]);
+    close(res[1]);
+    close(sib[0][0]);
+    close(sib[1][0]);
     char c[2];
-    int ok = read_full(ready[0], c, 2) && write(go[1], "gg", 2) == 2;
+    int ok = kid[0] > 0 && kid[1] > 0 && read_full(ready[0], c, 2) && write(go[1], "gg", 2) == 2;
     /* each child learns its sibling's pid for the plain read */
     ok = ok && write(sib[0][1], &kid[1], sizeof(pid_t)) == sizeof(pid_t) &&
         write(sib[1][1], &kid[0], sizeof(pid_t)) == sizeof(pid_t);
     for (int i = 0; ok && i < 2; i++)
         ok = read_full(res[0], &r[i], sizeof(r[i]));
-    if (write(go[1], "gg", 2) != 2)
+    if (ok && write(go[1], "gg", 2) != 2)
         ok = 0;
     for (int i = 0; i < 2; i++) {
         int st;
-        if (kid[i] > 0 && waitpid(kid[i], &st, 0) == kid[i] && !(WIFEXITED(st) && !WEXITSTATUS(st)))
+        if (kid[i] <= 0)
+            continue;
+        if (!ok)
+            kill(kid[i], SIGKILL);      /* one blocked on a sibling that failed */
+        if (waitpid(kid[i], &st, 0) != kid[i] || !WIFEXITED(st) || WEXITSTATUS(st))
             ok = 0;
     }
-    for (int i = 0; i < 2; i++) {
-        close(sib[i][0]);
-        close(sib[i][1]);
-    }
     close(ready[0]);
-    close(ready[1]);
-    close(go[0]);
     close(go[1]);
     close(res[0]);
-    close(res[1]);
+    close(sib[0][1]);
+    close(sib[1][1]);
+    signal(SIGPIPE, old_pipe);
     if (!ok) {
         say("  probe: the two probe processes did not finish\n");
         return;
@@ -661,6 +676,12 @@ static void check_torus(int n, int ppn)
         return;
     }
     say("\n");
+    /* the check holds every rank's node and coordinates: a bound keeps a typo in -n from
+     * asking for gigabytes */
+    if (n > (1 << 24)) {
+        say("  not checked for more than %d ranks\n", 1 << 24);
+        return;
+    }
     if (file && *file) {
         say("  map file %s (%s)%s%s\n", clean(file), fvar, shape && *shape ? ", shape " : "",
             shape && *shape ? clean(shape) : "");

@@ -18,6 +18,7 @@
 #include "vnode_impl.h"         /* vnode_layout: the segment's size, as vnode_init computes it */
 #include "aml_impl.h"           /* sizeof(aml_pkt_t) + AML_MAX_UHDR: vnode's largest header */
 #include "coll_torus.h"
+#include "amlapi_cvars.h"       /* generated from the CVAR blocks by maint/gen-tuning */
 
 #include <errno.h>
 #include <hwloc.h>
@@ -74,6 +75,10 @@ static void fail(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* the settings pass and a later check may both refuse one value: say it once */
+    for (int i = 0; i < nfail && i < (int) (sizeof(fails) / sizeof(fails[0])); i++)
+        if (!strcmp(fails[i], msg))
+            return;
     say("  FAIL: %s\n", msg);
     if (nfail < (int) (sizeof(fails) / sizeof(fails[0])))
         snprintf(fails[nfail], sizeof(fails[0]), "%s", msg);
@@ -118,17 +123,14 @@ static const char *cvar_env(const char *x, char *var, size_t len)
     return val;
 }
 
-/* An int CVAR: MPICH's syntax (spaces, an optional '-' then '+', digits), but a value that
- * does not fit an int is refused here where MPICH's MPL_env2int would wrap it silently.
- * 0: unset (*v = dflt); 1: set; -1: refused (the message names the variable). */
-static int cvar_int(const char *x, long long lo, long long hi, int dflt, int *v, char *var,
-                    size_t varlen)
+/* An int CVAR's value s, read from var: MPICH's syntax (spaces, an optional '-' then '+',
+ * digits; no digit reads as 0, as MPL_env2int has it), but a value that does not fit an int
+ * is refused here where MPL_env2int would wrap it silently. 0 and *v set, or -1 (the message
+ * names the variable). */
+static int parse_int(const char *var, const char *s, long long lo, long long hi, int *v)
 {
-    const char *s = cvar_env(x, var, varlen), *p;
-    int neg = 0, val = 0, digits = 0;
-    *v = dflt;
-    if (!s)
-        return 0;
+    const char *p;
+    int neg = 0, val = 0;
     for (p = s; *p == ' ' || (*p >= '\t' && *p <= '\r'); p++);
     if (*p == '-') {
         neg = 1;
@@ -136,7 +138,7 @@ static int cvar_int(const char *x, long long lo, long long hi, int dflt, int *v,
     }
     if (*p == '+')
         p++;
-    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+    for (; *p >= '0' && *p <= '9'; p++) {
         if (__builtin_mul_overflow(val, 10, &val) ||
             (neg ? __builtin_sub_overflow(val, *p - '0', &val)
              : __builtin_add_overflow(val, *p - '0', &val))) {
@@ -144,7 +146,7 @@ static int cvar_int(const char *x, long long lo, long long hi, int dflt, int *v,
             return -1;
         }
     }
-    if (*p || !digits) {
+    if (*p) {
         fail("%s=%s is not an integer: MPI_Init fails parsing it", var, clean(s));
         return -1;
     }
@@ -153,31 +155,48 @@ static int cvar_int(const char *x, long long lo, long long hi, int dflt, int *v,
         return -1;
     }
     *v = val;
-    return 1;
+    return 0;
 }
 
-/* A boolean CVAR: MPICH's MPL_env2bool words. */
-static int cvar_bool(const char *x, int dflt, int *v, char *var, size_t varlen)
+/* A boolean CVAR's value: MPL_env2bool's words. */
+static int parse_bool(const char *var, const char *s, int *v)
 {
     static const char *const yes[] = { "YES", "yes", "TRUE", "true", "ON", "on", "1" };
     static const char *const no[] = { "NO", "no", "FALSE", "false", "OFF", "off", "0" };
-    const char *s = cvar_env(x, var, varlen);
-    *v = dflt;
-    if (!s)
-        return 0;
     for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
         if (!strcmp(s, yes[i])) {
             *v = 1;
-            return 1;
+            return 0;
         }
         if (!strcmp(s, no[i])) {
             *v = 0;
-            return 1;
+            return 0;
         }
     }
     fail("%s=%s is not a boolean (1/0, yes/no, true/false, on/off): MPI_Init fails parsing "
          "it", var, clean(s));
     return -1;
+}
+
+/* An int CVAR as MPI_Init reads it (the last of its three names set wins): 0 unset (*v =
+ * dflt), 1 set, -1 refused. */
+static int cvar_int(const char *x, long long lo, long long hi, int dflt, int *v, char *var,
+                    size_t varlen)
+{
+    const char *s = cvar_env(x, var, varlen);
+    *v = dflt;
+    if (!s)
+        return 0;
+    return parse_int(var, s, lo, hi, v) < 0 ? -1 : 1;
+}
+
+static int cvar_bool(const char *x, int dflt, int *v, char *var, size_t varlen)
+{
+    const char *s = cvar_env(x, var, varlen);
+    *v = dflt;
+    if (!s)
+        return 0;
+    return parse_bool(var, s, v) < 0 ? -1 : 1;
 }
 
 /* A count on the command line: 1..INT_MAX, digits only. */
@@ -663,7 +682,7 @@ static void check_torus(int n, int ppn)
     int chunk, described = (shape && *shape) || (file && *file), rc;
     ct_topo t;
     if (mode && strcmp(mode, "auto") && strcmp(mode, "on") && strcmp(mode, "off")) {
-        fail("%s=%s: use auto, on or off", var, clean(mode));
+        fail("%s=%s: use one of: auto on off", var, clean(mode));
         return;
     }
     if (!mode)
@@ -717,6 +736,64 @@ static void check_torus(int n, int ppn)
         say("  parses: %s, %d nodes: coll_torus's schedules (bcast chunk %d bytes)\n", buf,
             ct_topo_nnodes(&t), chunk);
     ct_topo_free(&t);
+}
+
+/* ---- the settings: every amlapi CVAR in the environment, by the type its block gives ---- */
+
+extern char **environ;
+
+static void check_settings(void)
+{
+    static const char *const pre[3] = { "MPICH_", "MPIR_PARAM_", "MPIR_CVAR_" };
+    const size_t ncv = sizeof(amlapi_cvars) / sizeof(amlapi_cvars[0]);
+    int shown = 0;
+    say("settings (amlapi CVARs in the environment):");
+    for (char **e = environ; *e; e++) {
+        const char *x = NULL;
+        for (int i = 0; i < 3 && !x; i++)
+            if (!strncmp(*e, pre[i], strlen(pre[i])) && !strncmp(*e + strlen(pre[i]), "AMLAPI_", 7))
+                x = *e + strlen(pre[i]);
+        const char *eq = x ? strchr(x, '=') : NULL;
+        if (!eq)
+            continue;
+        size_t len = (size_t) (eq - x);
+        const struct amlapi_cvar *cv = NULL;
+        for (size_t i = 0; i < ncv && !cv; i++)
+            if (strlen(amlapi_cvars[i].name) == len && !strncmp(amlapi_cvars[i].name, x, len))
+                cv = &amlapi_cvars[i];
+        say("%s  %s", shown++ ? "" : "\n", clean(*e));
+        if (!cv) {
+            /* MPICH reads only the names it knows: a misspelt one changes nothing */
+            say("  (NOT a CVAR of this amlapi: MPICH ignores it; see amlapi(7))\n");
+            continue;
+        }
+        say("\n");
+        /* MPICH parses every one of a CVAR's three names that is set, not only the winner */
+        char var[160];
+        int v;
+        snprintf(var, sizeof(var), "%.*s", (int) (eq - *e), *e);
+        if (cv->type == 'i')
+            parse_int(var, eq + 1, INT_MIN, INT_MAX, &v);
+        else if (cv->type == 'b')
+            parse_bool(var, eq + 1, &v);
+    }
+    /* an enum is matched on the value that wins, as MPICH does */
+    for (size_t i = 0; i < ncv; i++) {
+        char var[128];
+        const char *val, *w = amlapi_cvars[i].values;
+        if (amlapi_cvars[i].type != 'e' || !(val = cvar_env(amlapi_cvars[i].name, var, sizeof(var))))
+            continue;
+        int ok = 0;
+        while (*w && !ok) {
+            size_t wl = strcspn(w, " ");
+            ok = wl == strlen(val) && !strncmp(w, val, wl);
+            w += wl + (w[wl] == ' ');
+        }
+        if (!ok)
+            fail("%s=%s: use one of: %s", var, clean(val), amlapi_cvars[i].values);
+    }
+    if (!shown)
+        say(" none (the defaults)\n");
 }
 
 /* ---- main --------------------------------------------------------------------------------- */
@@ -780,6 +857,7 @@ int main(int argc, char **argv)
     say("node %s, Linux %s %s\n", host, u.release, u.machine);
     say("job: %d rank%s, %d on this node\n\n", n, n == 1 ? "" : "s", ppn);
 
+    check_settings();
     check_dev_shm(ppn, &vnode_on);
     if (probe && vnode_on && ppn > 1)
         check_single_copy(ppn, vnode_on);

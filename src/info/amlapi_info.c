@@ -10,8 +10,9 @@
  *     vnode_attach, whose probe (Yama's PR_SET_PTRACER, process_vm_readv) is the one at init;
  *   - torus: coll_torus's own parsers, as amlapi_coll.c calls them;
  *   - UCX: the transports and devices UCT's API lists.
- * The CVAR checks MPICH's glue makes (ranges, MPICH's environment parsing) are restated here
- * for the CVARs this command reads, each naming its variable as MPI_Init's error would.
+ * Every amlapi CVAR set in the environment is parsed by the type its block gives (the table
+ * maint/gen-tuning generates, amlapi_cvars.h); the range checks MPICH's glue makes are restated
+ * for the CVARs this command uses, each naming its variable as MPI_Init's error would.
  * Every environment value is untrusted: parsed strictly, overflow-checked.
  */
 #define _GNU_SOURCE
@@ -873,6 +874,10 @@ int main(int argc, char **argv)
                 "would fail:\n", quiet ? "" : "\n", n, ppn);
         for (int i = 0; i < nfail && i < (int) (sizeof(fails) / sizeof(fails[0])); i++)
             fprintf(quiet ? stderr : stdout, "  %s\n", fails[i]);
+        if (nfail > (int) (sizeof(fails) / sizeof(fails[0])))
+            fprintf(quiet ? stderr : stdout, "  and %d more %s\n",
+                    nfail - (int) (sizeof(fails) / sizeof(fails[0])),
+                    quiet ? "(without -q, each where it is found)" : "above");
         return 1;
     }
     printf("%samlapi_info: MPI_Init of %d ranks (%d on this node) would start\n",

@@ -12,11 +12,21 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#define ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define ARCH AUDIT_ARCH_AARCH64
+#endif
+
 int main(int argc, char **argv)
 {
+#ifndef ARCH
+    fprintf(stderr, "deny_cma: no seccomp filter for this architecture\n");
+    return 77;
+#else
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),     /* another ABI: not ours to judge */
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
@@ -36,4 +46,5 @@ int main(int argc, char **argv)
     execvp(argv[1], argv + 1);
     fprintf(stderr, "deny_cma: %s: %s\n", argv[1], strerror(errno));
     return 127;
+#endif
 }

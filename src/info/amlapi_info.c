@@ -505,7 +505,7 @@ static void check_single_copy(int ppn, int vnode_on)
             "the kernel's ptrace access check (an LSM such as AppArmor or SELinux?)";
         say("  REFUSED by this node: %s (%s)\n", why, e ? strerror(e) : "probe failed");
         say("  MPI_Init still works: large on-node messages go through the FIFOs (slower; an "
-            "unexpected large message costs the receiver its size); rank 0 warns once\n");
+            "unexpected large message costs the receiver its size); the node's first rank warns once\n");
     }
     if (allowed && e)
         say("  (a plain read between the probe processes failed: %s)\n", strerror(e));

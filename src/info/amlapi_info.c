@@ -505,7 +505,8 @@ static void check_single_copy(int ppn, int vnode_on)
             "the kernel's ptrace access check (an LSM such as AppArmor or SELinux?)";
         say("  REFUSED by this node: %s (%s)\n", why, e ? strerror(e) : "probe failed");
         say("  MPI_Init still works: large on-node messages go through the FIFOs (slower; an "
-            "unexpected large message costs the receiver its size); the node's first rank warns once\n");
+            "unexpected large message costs the receiver its size); the node's first rank "
+            "warns once\n");
     }
     if (allowed && e)
         say("  (a plain read between the probe processes failed: %s)\n", strerror(e));
@@ -782,7 +783,8 @@ static void check_settings(void)
     for (size_t i = 0; i < ncv; i++) {
         char var[128];
         const char *val, *w = amlapi_cvars[i].values;
-        if (amlapi_cvars[i].type != 'e' || !(val = cvar_env(amlapi_cvars[i].name, var, sizeof(var))))
+        if (amlapi_cvars[i].type != 'e' ||
+            !(val = cvar_env(amlapi_cvars[i].name, var, sizeof(var))))
             continue;
         int ok = 0;
         while (*w && !ok) {

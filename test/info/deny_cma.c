@@ -39,7 +39,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: deny_cma PROGRAM [ARGS...]\n");
         return 2;
     }
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
         fprintf(stderr, "deny_cma: seccomp: %s\n", strerror(errno));
         return 77;
     }

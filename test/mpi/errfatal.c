@@ -4,8 +4,9 @@
  * an amlapi internal abort. A peer's error stays fatal: an MPIDIG header shorter
  * than its handler reads (sent by aml directly, as a broken peer would) ends the job with
  * amlapi's message naming the peer and the handler, and so does a malformed native RMA
- * message: a window id no window has, a range outside the target's window, an
- * answer no operation awaits.
+ * message: a window id no window has, a range outside the target's window (also one whose
+ * end wraps, and a derived datatype's layout reaching outside it), an answer no operation
+ * awaits.
  *
  * The testlist starts this program as one process that does not initialize MPI: it runs
  * `mpiexec -n 2 <itself> CASE` for each case (with the launcher's variables of its own
@@ -122,11 +123,15 @@ static void send_bad_mpidig(const char *what)
  * byte offset, element count, operation id (8 bytes each), origin rank, pad (4 bytes each).
  * "rmawin": a PUT to a window id no window has; "rmarange": a PUT of 8 ints at 1 MiB into
  * the 64-byte window both ranks created (MPICH 4.0.2 numbers a communicator's windows
- * 1 + (context id | instance << 32): MPI_COMM_WORLD's first is 1); "rmaanswer": an answer
- * (kind ACK, 16 bytes: kind, pad, operation id) that no operation of rank 0 awaits. */
+ * 1 + (context id | instance << 32): MPI_COMM_WORLD's first is 1); "rmawrap": the same at an
+ * offset whose end wraps past 2^63 (once taken as inside the window, and written); "rmalayout":
+ * 8 elements of a derived target datatype whose layout (amlapi_rma_layout.h: extent, block
+ * count, pad, then (displacement, length) blocks, after the header) puts its one 4-byte block
+ * 1 MiB into the element; "rmaanswer": an answer (kind ACK, 16 bytes: kind, pad, operation
+ * id) that no operation of rank 0 awaits. */
 static void send_bad_rma(const char *what)
 {
-    unsigned char hdr[56];
+    unsigned char hdr[56 + 32];
     int data[8] = { 0 };
     uint64_t win_id = !strcmp(what, "rmawin") ? 0x7eadbeef00000001ULL : 1, off = 1 << 20;
     uint64_t count = 8, op_id = 12345;
@@ -143,13 +148,28 @@ static void send_bad_rma(const char *what)
         x.uhdr_len = 16;
     } else {
         hdr[0] = 1;             /* RMA_PUT, contiguous target, no lock request */
+        x.uhdr_len = 56;
+        if (!strcmp(what, "rmawrap"))
+            off = 0x7ffffffffffffff0ULL;
+        if (!strcmp(what, "rmalayout")) {
+            int64_t extent = 4, disp = 1 << 20;
+            uint64_t blen = 4;
+            uint32_t n = 1, flat_len = 32;
+            hdr[1] = 1;         /* TDT_FULL, slot 0 */
+            memcpy(hdr + 12, &flat_len, 4);
+            memcpy(hdr + 56, &extent, 8);
+            memcpy(hdr + 64, &n, 4);
+            memcpy(hdr + 72, &disp, 8);
+            memcpy(hdr + 80, &blen, 8);
+            off = 0;
+            x.uhdr_len = 56 + 32;
+        }
         memcpy(hdr + 4, &dt, 4);
         memcpy(hdr + 8, &op, 4);
         memcpy(hdr + 16, &win_id, 8);
         memcpy(hdr + 24, &off, 8);
         memcpy(hdr + 32, &count, 8);
         memcpy(hdr + 40, &op_id, 8);
-        x.uhdr_len = sizeof(hdr);
         x.data = data;
         x.len = sizeof(data);
     }
@@ -288,7 +308,15 @@ int main(int argc, char **argv)
         "no window 0x7eadbeef00000001 here", NULL
     };
     static const char *const want_rmarange[] = { "malformed RMA PUT message from rank 1",
-        "8 elements of 4 bytes at offset 0x100000, outside the window", NULL
+        "contiguous datatype, span 0..32) at offset 0x100000 of the window: outside the window",
+        NULL
+    };
+    static const char *const want_rmawrap[] = { "malformed RMA PUT message from rank 1",
+        "at offset 0x7ffffffffffffff0 of the window: span out of range", NULL
+    };
+    static const char *const want_rmalayout[] = { "malformed RMA PUT message from rank 1",
+        "derived datatype, span 1048576..1048608) at offset 0 of the window: outside the window",
+        NULL
     };
     static const char *const want_rmaanswer[] = { "malformed RMA answer from rank 1",
         "ACK for operation 12345 (none awaits it)", NULL
@@ -336,6 +364,8 @@ int main(int argc, char **argv)
     run(exe, "flat", want_flat, 0);
     run(exe, "rmawin", want_rmawin, 0);
     run(exe, "rmarange", want_rmarange, 0);
+    run(exe, "rmawrap", want_rmawrap, 0);
+    run(exe, "rmalayout", want_rmalayout, 0);
     run(exe, "rmaanswer", want_rmaanswer, 0);
     rmdir(dir);
     printf("errfatal: %d errors\n", errs);

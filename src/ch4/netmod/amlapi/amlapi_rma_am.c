@@ -23,8 +23,10 @@
  * (native_acc_drain, mpidig_acc_drain): a cost only for programs that mix contiguous
  * and non-contiguous targets.
  *
- * A derived target datatype ships flattened in the user header the first time and then as
- * the number of the slot the target keeps it in (TDT_SLOTS below). Dynamic windows are
+ * A derived target datatype ships as a bounded list of blocks (amlapi_rma_layout.h, which the
+ * target checks whole against its window; never a datatype rebuilt from a peer's bytes) in
+ * the user header the first time and then as the number of the slot the target keeps it in
+ * (TDT_SLOTS below). Dynamic windows are
  * native too: their displacements are addresses, which the target checks against the
  * regions attached to it (amlapi_win.c's attach hook).
  *
@@ -35,6 +37,7 @@
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 #include "amlapi_win.h"
+#include "amlapi_rma_layout.h"
 
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
@@ -48,9 +51,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        RMA operations with a contiguous target datatype that are not direct transfers go as one
-        amlapi message applied by the target's handler and one answer. Default on; 0: MPICH's
-        generic active messages (MPIDIG).
+        RMA operations that are not direct transfers, on a target datatype of one basic type,
+        go as one amlapi message applied by the target's handler and one answer. Default on;
+        0: MPICH's generic active messages (MPIDIG).
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
@@ -70,7 +73,7 @@ static const char *const kind_name[] = { "?", "PUT", "GET", "ACC", "GACC", "CAS"
 /* the target's datatype */
 enum {
     TDT_NONE = 0,               /* contiguous: count elements of dt */
-    TDT_FULL,                   /* derived, flattened after the header: keep it in slot */
+    TDT_FULL,                   /* derived, its layout after the header: keep it in slot */
     TDT_SLOT                    /* derived, the one kept in slot */
 };
 
@@ -82,7 +85,7 @@ enum {
 #define TDT_SLOTS 32
 
 /* a request: the data (packed origin; for CAS origin then compare) follows; a TDT_FULL one's
- * flattened datatype follows this header in the user header */
+ * layout follows this header in the user header */
 typedef struct {
     uint8_t kind;
     uint8_t tdt;                /* TDT_* */
@@ -91,7 +94,7 @@ typedef struct {
                                  * operation of its epoch to this target) */
     int32_t dt;                 /* the target's basic elements: a predefined datatype */
     int32_t op;                 /* ACC/GACC: a predefined op */
-    uint32_t flat_len;          /* TDT_FULL: bytes of the flattened datatype */
+    uint32_t flat_len;          /* TDT_FULL: bytes of the layout */
     uint64_t win_id;            /* MPIDIG's window id, the same at every rank */
     uint64_t off;               /* byte offset in the target's window */
     uint64_t count;             /* elements of dt (TDT_NONE) or of the derived datatype */
@@ -158,7 +161,7 @@ typedef struct tdt_sent {
 /* the target's slots for one origin */
 typedef struct tdt_have {
     peer_ent_t e;
-    MPIR_Datatype *s[TDT_SLOTS];
+    MPIDI_AMLAPI_layout_t *s[TDT_SLOTS];
 } tdt_have_t;
 
 #define TDT_HASH 64
@@ -267,48 +270,65 @@ static void answer(int peer, uint8_t kind, uint64_t op_id, const void *data, siz
                            aml_strerror(rc));
 }
 
-/* The target's bytes of (h->count, dtp) at addr, packed into a buffer of ours. */
-static void *pack_target(const rma_hdr_t * h, int src, MPIR_Datatype * dtp, const char *addr,
-                         size_t bytes)
+/* The target's bytes of h->count elements of layout l at addr, packed into a buffer of ours. */
+static void *pack_target(const rma_hdr_t * h, int src, const MPIDI_AMLAPI_layout_t * l,
+                         char *addr, size_t bytes)
 {
-    MPI_Aint n;
     void *tmp = MPL_malloc(bytes, MPL_MEM_RMA);
-    if (!tmp || MPIR_Typerep_pack(addr, (MPI_Aint) h->count, dtp->handle, 0, tmp,
-                                  (MPI_Aint) bytes, &n) != MPI_SUCCESS)
-        MPIDI_AMLAPI_fatal("RMA %s from rank %d: cannot pack the target's %zu bytes",
-                           kind_name[h->kind], src, bytes);
+    if (!tmp)
+        MPIDI_AMLAPI_fatal("out of memory answering an RMA %s of rank %d", kind_name[h->kind],
+                           src);
+    MPIDI_AMLAPI_layout_gather(l, h->count, addr, tmp);
     return tmp;
 }
 
+/* op applied to h->count elements of layout l at addr (bsize: h->dt's size), block by block:
+ * each block is a run of h->dt */
+static int apply_layout(const rma_hdr_t * h, const MPIDI_AMLAPI_layout_t * l, char *addr,
+                        const char *data, MPI_Aint bsize)
+{
+    int err = MPI_SUCCESS;
+    for (uint64_t i = 0; i < h->count && err == MPI_SUCCESS; i++)
+        for (uint32_t j = 0; j < l->n && err == MPI_SUCCESS; j++) {
+            int n = (int) (l->b[j].len / (uint64_t) bsize);
+            err = MPIDI_AMLAPI_rma_apply(data, n, h->dt, MPIDI_AMLAPI_layout_at(l, addr, i, j), n,
+                                         h->dt, h->op);
+            data += l->b[j].len;
+        }
+    return err;
+}
+
 /* Applies a request whose data is in hand (addr: the window's bytes at the request's offset;
- * dtp: its derived target datatype, or NULL for h->count elements of h->dt) and answers. */
+ * l: its derived target layout, or NULL for h->count elements of h->dt) and answers. */
 static void apply_req(const rma_hdr_t * h, int src, char *addr, size_t bytes, const char *data,
-                      MPIR_Datatype * dtp)
+                      const MPIDI_AMLAPI_layout_t * l)
 {
     int err = MPI_SUCCESS;
     MPI_Aint n, bsize;
-    MPI_Datatype tdt = dtp ? dtp->handle : h->dt;
     char small[64];             /* the old bytes of a small fetching operation */
     void *old;
     MPIR_Datatype_get_size_macro(h->dt, bsize);
     n = (MPI_Aint) bytes / bsize;       /* basic elements in the data */
     switch (h->kind) {
         case RMA_PUT:
-            if (dtp)
-                err = MPIR_Typerep_unpack(data, (MPI_Aint) bytes, addr, (MPI_Aint) h->count, tdt,
-                                          0, &n);
+            if (l)
+                MPIDI_AMLAPI_layout_scatter(l, h->count, addr, data);
             else if (data != addr)
                 memcpy(addr, data, bytes);
             answer(src, RMA_ACK, h->op_id, NULL, 0, 0);
             break;
         case RMA_GET:
-            if (dtp)
-                answer(src, RMA_DATA, h->op_id, pack_target(h, src, dtp, addr, bytes), bytes, 2);
+            if (l)
+                answer(src, RMA_DATA, h->op_id, pack_target(h, src, l, addr, bytes), bytes, 2);
             else
                 answer(src, RMA_DATA, h->op_id, addr, bytes, 0);
             break;
         case RMA_ACC:
-            err = MPIDI_AMLAPI_rma_apply(data, (int) n, h->dt, addr, (int) h->count, tdt, h->op);
+            if (l)
+                err = apply_layout(h, l, addr, data, bsize);
+            else
+                err = MPIDI_AMLAPI_rma_apply(data, (int) n, h->dt, addr, (int) h->count, h->dt,
+                                             h->op);
             answer(src, RMA_ACK, h->op_id, NULL, 0, 0);
             break;
         case RMA_GACC:
@@ -317,8 +337,8 @@ static void apply_req(const rma_hdr_t * h, int src, char *addr, size_t bytes, co
              * after it has: the answer completes the origin's flush, after which a third
              * rank may load the target's memory (MPICH's win_shared_gacc_flush_load read
              * the old value 1 run in 30 when the answer left first). */
-            if (dtp) {
-                old = pack_target(h, src, dtp, addr, bytes);
+            if (l) {
+                old = pack_target(h, src, l, addr, bytes);
             } else {
                 old = bytes <= sizeof(small) ? small : MPL_malloc(bytes, MPL_MEM_RMA);
                 if (!old)
@@ -326,8 +346,10 @@ static void apply_req(const rma_hdr_t * h, int src, char *addr, size_t bytes, co
                                        kind_name[h->kind], src);
                 memcpy(old, addr, bytes);
             }
-            if (h->kind == RMA_GACC)
-                err = MPIDI_AMLAPI_rma_apply(data, (int) n, h->dt, addr, (int) h->count, tdt,
+            if (h->kind == RMA_GACC && l)
+                err = apply_layout(h, l, addr, data, bsize);
+            else if (h->kind == RMA_GACC)
+                err = MPIDI_AMLAPI_rma_apply(data, (int) n, h->dt, addr, (int) h->count, h->dt,
                                              h->op);
             else if (!memcmp(addr, data + bytes, bytes))
                 memcpy(addr, data, bytes);
@@ -347,7 +369,7 @@ typedef struct landing {
     char *addr;
     size_t bytes;
     char *buf;                  /* the landed data; == addr for a contiguous put */
-    MPIR_Datatype *dtp;         /* a reference held until applied */
+    MPIDI_AMLAPI_layout_t *layout;      /* a reference held until applied */
 } landing_t;
 
 /* Operations of an origin whose request for this rank's window lock waits (amlapi_rma_lock.c:
@@ -358,11 +380,10 @@ static unsigned long long pv_deferred;
 
 static void apply_landing(landing_t * l)
 {
-    apply_req(&l->h, l->src, l->addr, l->bytes, l->buf, l->dtp);
+    apply_req(&l->h, l->src, l->addr, l->bytes, l->buf, l->layout);
     if (l->buf != l->addr)
         MPL_free(l->buf);
-    if (l->dtp)
-        MPIR_Datatype_ptr_release(l->dtp);
+    MPIDI_AMLAPI_layout_release(l->layout);
     MPL_free(l);
 }
 
@@ -404,55 +425,56 @@ static void landed(aml_t * aml, void *arg)
         apply_landing(l);
 }
 
-/* The request's derived target datatype, with a reference for the caller: unflattened from
- * the header and kept in its slot (TDT_FULL), or the one kept (TDT_SLOT). */
-static MPIR_Datatype *target_type(const rma_hdr_t * h, const aml_msg_info_t * info)
+/* The request's derived target layout, with a reference for the caller: checked and kept
+ * in its slot (TDT_FULL), or the one kept (TDT_SLOT). bsize: the basic element's size. */
+static MPIDI_AMLAPI_layout_t *target_layout(const rma_hdr_t * h, const aml_msg_info_t * info,
+                                            MPI_Aint bsize)
 {
     tdt_have_t *t = peer_entry(have_tab, info->src, sizeof(tdt_have_t));
-    MPIR_Datatype *dtp;
+    MPIDI_AMLAPI_layout_t *l;
     if (!t)
         MPIDI_AMLAPI_fatal("out of memory keeping RMA datatypes of rank %d", info->src);
     if (h->slot >= TDT_SLOTS)
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: datatype slot %u",
                            kind_name[h->kind], info->src, h->slot);
     if (h->tdt == TDT_FULL) {
-        if (h->flat_len == 0 || info->uhdr_len != sizeof(*h) + ((h->flat_len + 7) & ~7u))
+        const char *why;
+        if (h->flat_len == 0 || h->flat_len > max_uhdr ||
+            info->uhdr_len != sizeof(*h) + ((h->flat_len + 7) & ~7u))
             MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: a %u-byte datatype in a "
                                "%zu-byte header", kind_name[h->kind], info->src, h->flat_len,
                                info->uhdr_len);
-        dtp = (MPIR_Datatype *) MPIR_Handle_obj_alloc(&MPIR_Datatype_mem);
-        if (!dtp)
+        why = MPIDI_AMLAPI_layout_parse((const char *) info->uhdr + sizeof(*h), h->flat_len,
+                                        (uint64_t) bsize, &l);
+        if (why && !strcmp(why, "out of memory"))
             MPIDI_AMLAPI_fatal("out of memory keeping an RMA datatype of rank %d", info->src);
-        MPIR_Object_set_ref(dtp, 1);
-        MPIR_Typerep_unflatten(dtp, (char *) info->uhdr + sizeof(*h));
-        if (t->s[h->slot])
-            MPIR_Datatype_ptr_release(t->s[h->slot]);
-        t->s[h->slot] = dtp;
+        if (why)
+            MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: datatype layout: %s",
+                               kind_name[h->kind], info->src, why);
+        MPIDI_AMLAPI_layout_release(t->s[h->slot]);
+        t->s[h->slot] = l;
     } else {
-        dtp = t->s[h->slot];
-        if (!dtp || info->uhdr_len != sizeof(*h))
+        l = t->s[h->slot];
+        if (!l || info->uhdr_len != sizeof(*h))
             MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: datatype slot %u %s",
                                kind_name[h->kind], info->src, h->slot,
-                               dtp ? "with a longer header" : "holds no datatype");
+                               l ? "with a longer header" : "holds no datatype");
     }
-    MPIR_Datatype_ptr_add_ref(dtp);
-    return dtp;
+    l->refs++;
+    return l;
 }
 
-/* Whether [off + lo, off + hi) is this rank's window memory: within the window, or covered
- * by regions attached to a dynamic window (whose offsets are addresses). Regions may adjoin
- * and an operation may span them (MPICH's win_dynamic_rma_flush_get attaches two halves of
- * one array and accumulates across both). */
-static int in_window(MPIR_Win * win, uint64_t off, MPI_Aint lo, MPI_Aint hi)
+/* Whether [a, b) (a < b, from MPIDI_AMLAPI_layout_place) is this rank's window memory:
+ * within the window, or covered by regions attached to a dynamic window (whose offsets are
+ * addresses). Regions may adjoin and an operation may span them (MPICH's
+ * win_dynamic_rma_flush_get attaches two halves of one array and accumulates across both). */
+static int in_window(MPIR_Win * win, uint64_t a, uint64_t b)
 {
-    int64_t a = (int64_t) off + lo, b = (int64_t) off + hi;
-    if (hi <= lo)
-        return 1;
     if (win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC) {
         struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-        uint64_t at = (uint64_t) a, reach;
+        uint64_t at = a, reach;
         /* from the start, jump to the furthest end of a region holding the current byte */
-        while (at < (uint64_t) b) {
+        while (at < b) {
             reach = at;
             for (struct MPIDI_AMLAPI_region * r = w ? w->regions : NULL; r; r = r->next)
                 if (at >= r->base && at < r->base + r->size && r->base + r->size > reach)
@@ -463,7 +485,7 @@ static int in_window(MPIR_Win * win, uint64_t off, MPI_Aint lo, MPI_Aint hi)
         }
         return 1;
     }
-    return a >= 0 && b <= (int64_t) win->size;
+    return win->size >= 0 && b <= (uint64_t) win->size;
 }
 
 static const char *window_what(MPIR_Win * win)
@@ -479,7 +501,10 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
     MPI_Aint size = 0;
     size_t bytes, want;
     char *addr;
-    MPIR_Datatype *dtp = NULL;
+    MPIDI_AMLAPI_layout_t *layout = NULL;
+    int64_t lo = 0, hi = 0;
+    uint64_t a, b, nbytes = 0;
+    const char *why;
     int waiting;
 
     memcpy(&h, info->uhdr, sizeof(h));
@@ -503,36 +528,39 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
     if (size <= 0 || ((h.kind == RMA_ACC || h.kind == RMA_GACC) && !HANDLE_IS_BUILTIN(h.op)))
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: datatype %#x, op %#x",
                            kind_name[h.kind], info->src, (unsigned) h.dt, (unsigned) h.op);
+    /* the bytes the operation touches, [off + lo, off + hi), all within the window: every
+     * number checked before it is used (amlapi_rma_layout.h) */
     if (h.tdt != TDT_NONE) {
-        /* the span the layout touches: [off + lo, off + hi) */
-        MPI_Aint lo, hi, ext;
-        dtp = target_type(&h, info);
-        ext = h.count > 0 ? (MPI_Aint) (h.count - 1) * dtp->extent : 0;
-        lo = dtp->true_lb + (ext < 0 ? ext : 0);
-        hi = dtp->true_ub + (ext > 0 ? ext : 0);
-        if (dtp->basic_type != h.dt || h.kind == RMA_CAS || h.count > ((uint64_t) 1 << 40) ||
-            !in_window(win, h.off, lo, hi))
-            MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %llu of a derived datatype "
-                               "(basic %#x, span %ld..%ld) at offset %#llx, outside the %s",
-                               kind_name[h.kind], info->src, (unsigned long long) h.count,
-                               (unsigned) dtp->basic_type, (long) lo, (long) hi,
-                               (unsigned long long) h.off, window_what(win));
-        bytes = (size_t) h.count * (size_t) dtp->size;
+        layout = target_layout(&h, info, size);
+        why = h.kind == RMA_CAS ? "compare-and-swap of a derived datatype" :
+            MPIDI_AMLAPI_layout_span(layout, h.count, &lo, &hi, &nbytes);
+    } else if (h.count > MPIDI_AMLAPI_LAYOUT_MAX_LEN) {
+        why = "element count out of range";
     } else {
-        if (h.count > ((uint64_t) 1 << 40) ||
-            !in_window(win, h.off, 0, (MPI_Aint) (h.count * (uint64_t) size)))
-            MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %llu elements of %ld "
-                               "bytes at offset %#llx, outside the %s", kind_name[h.kind],
-                               info->src, (unsigned long long) h.count, (long) size,
-                               (unsigned long long) h.off, window_what(win));
-        bytes = (size_t) h.count * (size_t) size;
+        why = NULL;
+        hi = (int64_t) (h.count * (uint64_t) size);     /* <= 2^40 * 64 */
+        nbytes = (uint64_t) hi;
     }
+    if (!why && nbytes > 0)
+        why = MPIDI_AMLAPI_layout_place(h.off, lo, hi, &a, &b);
+    if (!why && nbytes > 0 && !in_window(win, a, b))
+        why = "outside the window";
+    if (why)
+        MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %llu elements (basic %#x, "
+                           "%s datatype, span %lld..%lld) at offset %#llx of the %s: %s",
+                           kind_name[h.kind], info->src, (unsigned long long) h.count,
+                           (unsigned) h.dt, layout ? "derived" : "contiguous", (long long) lo,
+                           (long long) hi, (unsigned long long) h.off, window_what(win), why);
+    bytes = (size_t) nbytes;
     want = h.kind == RMA_GET ? 0 : h.kind == RMA_CAS ? 2 * bytes : bytes;
     if (info->msg_len != want || (h.kind == RMA_CAS && h.count != 1))
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: %zu data bytes for %zu",
                            kind_name[h.kind], info->src, info->msg_len, want);
-    addr = win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC ? (char *) (uintptr_t) h.off
-        : (char *) win->base + h.off;
+    /* element 0's start, which a derived layout may place outside the window (its span is
+     * inside): integer arithmetic */
+    addr = nbytes == 0 ? (char *) win->base :
+        win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC ? (char *) (uintptr_t) h.off
+        : (char *) ((uintptr_t) win->base + h.off);
     /* the origin's lock request for this window waits behind another holder: the operation
      * waits too (it cannot start waiting later: a new request of this origin follows the
      * unlock of the epoch this operation belongs to) */
@@ -541,9 +569,8 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
                                         MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED);
     waiting = MPIDI_AMLAPI_lk_waiting(win, info->src);
     if ((info->data || want == 0) && !waiting) {
-        apply_req(&h, info->src, addr, bytes, info->data, dtp);
-        if (dtp)
-            MPIR_Datatype_ptr_release(dtp);
+        apply_req(&h, info->src, addr, bytes, info->data, layout);
+        MPIDI_AMLAPI_layout_release(layout);
     } else {
         landing_t *l = MPL_malloc(sizeof(*l), MPL_MEM_RMA);
         if (!l)
@@ -553,10 +580,10 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
         l->src = info->src;
         l->addr = addr;
         l->bytes = bytes;
-        l->dtp = dtp;
+        l->layout = layout;
         /* a contiguous put lands in the window itself unless it must wait for the lock; the
          * others next to it, applied at completion */
-        l->buf = h.kind == RMA_PUT && !dtp && !waiting ? addr :
+        l->buf = h.kind == RMA_PUT && !layout && !waiting ? addr :
             want ? MPL_malloc(want, MPL_MEM_RMA) : NULL;
         if (want && !l->buf)
             MPIDI_AMLAPI_fatal("out of memory receiving an RMA operation of rank %d", info->src);
@@ -648,8 +675,7 @@ void MPIDI_AMLAPI_rma_am_finalize(void)
             tdt_have_t *t = (tdt_have_t *) have_tab[b];
             have_tab[b] = t->e.next;
             for (int k = 0; k < TDT_SLOTS; k++)
-                if (t->s[k])
-                    MPIR_Datatype_ptr_release(t->s[k]);
+                MPIDI_AMLAPI_layout_release(t->s[k]);
             MPL_free(t);
         }
         while (sent_tab[b]) {
@@ -672,9 +698,42 @@ typedef struct {
     MPI_Datatype basic;
     uint64_t count;             /* elements of basic, or of the derived datatype */
     MPI_Datatype tdt;           /* the derived target datatype, or MPI_DATATYPE_NULL */
-    void *flat;                 /* ... flattened (MPICH keeps it with the datatype) */
+    /* ... its layout (amlapi_rma_layout.h) */
+    uint64_t flat[(sizeof(MPIDI_AMLAPI_layout_wire_t) +
+                   MPIDI_AMLAPI_LAYOUT_MAX_BLOCKS * sizeof(MPIDI_AMLAPI_block_t)) / 8];
     int flat_len;
 } am_plan_t;
+
+/* The layout of one element of derived datatype dtp (amlapi_rma_layout.h) into p->flat: 0
+ * when it does not fit in a message's user header or is not whole runs of basic elements
+ * (MPIDIG takes those). */
+static int make_layout(MPIR_Datatype * dtp, MPI_Aint bsize, am_plan_t * p)
+{
+    struct iovec iov[MPIDI_AMLAPI_LAYOUT_MAX_BLOCKS];
+    MPIDI_AMLAPI_layout_wire_t w = { dtp->extent, 0, 0 };
+    MPI_Aint n, got_n, got_bytes;
+    char *at = (char *) p->flat + sizeof(w);
+
+    if (MPIR_Typerep_iov_len(1, dtp->handle, dtp->size, &n) != MPI_SUCCESS || n <= 0 ||
+        n > MPIDI_AMLAPI_LAYOUT_MAX_BLOCKS ||
+        sizeof(rma_hdr_t) + MPIDI_AMLAPI_layout_wire_len((uint32_t) n) + 8 > max_uhdr)
+        return 0;
+    /* from address 0: each block's base is its displacement in the element */
+    if (MPIR_Typerep_to_iov(NULL, 1, dtp->handle, 0, iov, n, dtp->size, &got_n,
+                            &got_bytes) != MPI_SUCCESS || got_n != n || got_bytes != dtp->size)
+        return 0;
+    for (MPI_Aint i = 0; i < n; i++) {
+        MPIDI_AMLAPI_block_t b = { (int64_t) (intptr_t) iov[i].iov_base, iov[i].iov_len };
+        if (b.len == 0 || b.len % (uint64_t) bsize)
+            return 0;
+        memcpy(at, &b, sizeof(b));
+        at += sizeof(b);
+    }
+    w.n = (uint32_t) n;
+    memcpy(p->flat, &w, sizeof(w));
+    p->flat_len = (int) MPIDI_AMLAPI_layout_wire_len(w.n);
+    return 1;
+}
 
 /* Whether (target_count, target_datatype) at target_rank goes as a native message (*ok), and
  * where; MPI_ERR_RMA_RANGE or the epoch's error when it would but cannot. */
@@ -708,11 +767,8 @@ static int am_plan(MPIR_Win * win, int target_rank, MPI_Aint target_disp, int ta
         if (dtp->basic_type == MPI_DATATYPE_NULL || !HANDLE_IS_BUILTIN(dtp->basic_type) ||
             (!HANDLE_IS_BUILTIN(target_datatype) && MPIR_DATATYPE_IS_PREDEFINED(target_datatype)))
             goto fn_exit;
-        MPIR_Datatype_get_flattened(target_datatype, &p->flat, &p->flat_len);
-        if (sizeof(rma_hdr_t) + (size_t) p->flat_len + 8 > max_uhdr)
-            goto fn_exit;
         MPIR_Datatype_get_size_macro(dtp->basic_type, bsize);
-        if (bsize <= 0)
+        if (bsize <= 0 || !make_layout(dtp, bsize, p))
             goto fn_exit;
         *ok = 1;
         MPIDIG_RMA_OP_CHECK_SYNC(target_rank, win);

@@ -38,6 +38,7 @@
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 #include "amlapi_win.h"
+#include "amlapi_rma_op.h"
 #include <sched.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -698,9 +699,6 @@ int MPIDI_AMLAPI_shm_get(void *origin_addr, int origin_count, MPI_Datatype origi
                     target_disp, target_count, target_datatype, request);
 }
 
-static inline int acc_fast(MPI_Datatype dt, MPI_Op op, const void *origin, char *addr,
-                           MPI_Aint n);
-
 /* Applies origin (op) to the target's memory; the caller holds the target's mutex. The
  * origin datatype is a predefined one or built of one predefined type (MPI's rule for
  * accumulates); a derived one is packed first, as MPIR_Typerep_op wants. */
@@ -716,7 +714,7 @@ int MPIDI_AMLAPI_rma_apply(const void *origin_addr, int origin_count,
     if (op == MPI_NO_OP)
         return MPI_SUCCESS;
     if (same_basic(origin_datatype, origin_count, target_datatype, target_count) &&
-        acc_fast(origin_datatype, op, origin_addr, addr, origin_count))
+        MPIDI_AMLAPI_acc_fast(origin_datatype, op, origin_addr, addr, origin_count))
         return MPI_SUCCESS;
     if (HANDLE_IS_BUILTIN(origin_datatype))
         return MPIR_Typerep_op((void *) origin_addr, origin_count, origin_datatype, addr,
@@ -929,84 +927,7 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
     goto fn_exit;
 }
 
-/* The usual accumulate, fetch_and_op and get_accumulate: n integer words of one type, an
- * arithmetic or bitwise op, without MPIR_Typerep_op's generic dispatch, which costs more than
- * the rest of a one-word operation (measured: an 8-byte accumulate 0.32 us with it). Sums wrap
- * as the unsigned type (MPI leaves overflow undefined; C would make it undefined behaviour).
- * Returns 0 when the type or op is not one of these. */
-/* 64-bit sums two at a time: GCC -O2 leaves the loop scalar (an add to memory per word,
- * measured 12 us for 64 KiB against Open MPI's 6.5) */
-static inline void sum_u64(uint64_t * restrict t, const uint64_t * restrict o, MPI_Aint n)
-{
-    MPI_Aint k = 0;
-#if defined(__x86_64__)
-    for (; k + 4 <= n; k += 4) {
-        __m128i a = _mm_loadu_si128((const __m128i *) (t + k));
-        __m128i b = _mm_loadu_si128((const __m128i *) (t + k + 2));
-        a = _mm_add_epi64(a, _mm_loadu_si128((const __m128i *) (o + k)));
-        b = _mm_add_epi64(b, _mm_loadu_si128((const __m128i *) (o + k + 2)));
-        _mm_storeu_si128((__m128i *) (t + k), a);
-        _mm_storeu_si128((__m128i *) (t + k + 2), b);
-    }
-#endif
-    for (; k < n; k++)
-        t[k] += o[k];
-}
-
-#define ACC_CASE(T, U)                                                          \
-    {                                                                           \
-        T *restrict t_ = (T *) addr;                                            \
-        const T *restrict o_ = (const T *) origin;                              \
-        switch (op) {                                                           \
-            case MPI_SUM:                                                       \
-                if (sizeof(T) == 8 && n >= 4) {                                 \
-                    sum_u64((uint64_t *) t_, (const uint64_t *) o_, n);         \
-                    return 1;                                                   \
-                }                                                               \
-                for (MPI_Aint k = 0; k < n; k++) t_[k] = (T) ((U) t_[k] + (U) o_[k]); \
-                return 1;                                                       \
-            case MPI_REPLACE: memcpy(t_, o_, n * sizeof(T)); return 1;          \
-            case MPI_BAND: for (MPI_Aint k = 0; k < n; k++) t_[k] &= o_[k]; return 1; \
-            case MPI_BOR: for (MPI_Aint k = 0; k < n; k++) t_[k] |= o_[k]; return 1; \
-            case MPI_BXOR: for (MPI_Aint k = 0; k < n; k++) t_[k] ^= o_[k]; return 1; \
-            case MPI_MAX:                                                       \
-                for (MPI_Aint k = 0; k < n; k++) if (o_[k] > t_[k]) t_[k] = o_[k]; \
-                return 1;                                                       \
-            case MPI_MIN:                                                       \
-                for (MPI_Aint k = 0; k < n; k++) if (o_[k] < t_[k]) t_[k] = o_[k]; \
-                return 1;                                                       \
-            default: return 0;                                                  \
-        }                                                                       \
-    }
-
-static inline int acc_fast(MPI_Datatype dt, MPI_Op op, const void *origin, char *addr,
-                           MPI_Aint n)
-{
-    switch (dt) {
-        case MPI_INT:
-        case MPI_INT32_T:
-            ACC_CASE(int32_t, uint32_t);
-        case MPI_UNSIGNED:
-        case MPI_UINT32_T:
-            ACC_CASE(uint32_t, uint32_t);
-        case MPI_LONG:
-        case MPI_LONG_LONG:
-        case MPI_INT64_T:
-            if (sizeof(long) == 8 || dt != MPI_LONG)
-                ACC_CASE(int64_t, uint64_t);
-            return 0;
-        case MPI_UNSIGNED_LONG:
-        case MPI_UNSIGNED_LONG_LONG:
-        case MPI_UINT64_T:
-            if (sizeof(unsigned long) == 8 || dt != MPI_UNSIGNED_LONG)
-                ACC_CASE(uint64_t, uint64_t);
-            return 0;
-        default:
-            return 0;
-    }
-}
-
-/* fetch_and_op is get_accumulate of one element (its fast path is acc_fast's) */
+/* fetch_and_op is get_accumulate of one element (its fast path is MPIDI_AMLAPI_acc_fast's) */
 int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
                          int target_rank, MPI_Aint target_disp, MPI_Op op, MPIR_Win * win)
 {

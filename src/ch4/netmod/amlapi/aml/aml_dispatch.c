@@ -293,15 +293,25 @@ static int rx_decode(aml_t * aml, const void *header, size_t header_length, void
 }
 
 int aml_rx(aml_t * aml, const void *header, size_t header_length, void *data, size_t length,
-           unsigned flags)
+           unsigned flags, int64_t known_src)
 {
     bool by_rndv = flags & AML_TPORT_RX_RNDV;
     aml_peer_t *p;
 
-    /* fast path: a well-formed compact packet in sequence */
+    /* fast path: a well-formed compact packet in sequence (from known_src, if given) */
     if (AML_LIKELY(!by_rndv) &&
-        aml_rx_onepacket(aml, header, header_length, data, length, -1))
+        aml_rx_onepacket(aml, header, header_length, data, length, known_src))
         return 0;
+    if (known_src >= 0) {
+        /* a packet naming another rank of the job than the one that sent it; a rank out of
+         * range is named below as for any transport */
+        int64_t claimed = aml_pkt_claimed_src(header, header_length);
+        if (AML_UNLIKELY(claimed != known_src && claimed >= 0 && claimed < aml->size))
+            aml_fatal(aml, "malformed packet from rank %lld (its transport knows the "
+                      "sender): type %s (%u) claims to come from rank %lld", (long long) known_src,
+                      aml_pkt_name(*(const uint8_t *) header), *(const uint8_t *) header,
+                      (long long) claimed);
+    }
 
     /* fast path: a well-formed compact transport-rendezvous scout in sequence */
     if (AML_LIKELY(header_length >= sizeof(aml_mpkt_t) &&

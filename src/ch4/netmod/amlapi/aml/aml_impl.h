@@ -596,9 +596,9 @@ int aml_dynamic_world(aml_t * aml, int i, const void *net, size_t net_len, uint6
 void aml_dynamic_free(aml_t * aml);
 
 /* ---- top ------------------------------------------------------------------------------- */
-/* aml_dispatch.c: the transports' rx function */
+/* aml_dispatch.c: the transports' rx function (aml_tport_rx_fn_t) */
 int aml_rx(aml_t * aml, const void *header, size_t header_length, void *data, size_t length,
-           unsigned flags);
+           unsigned flags, int64_t known_src);
 void aml_rmsg_reject(aml_t * aml, aml_rmsg_t * r);
 aml_rmsg_t *aml_undefer(aml_t * aml, aml_handle_t h);
 void aml_dispatch_free_stash(aml_t * aml);

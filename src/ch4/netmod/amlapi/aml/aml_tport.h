@@ -79,9 +79,11 @@ enum {
                                  * calls rndv_recv or rndv_release later (exactly once) */
 
 /* Called for every arriving packet, from progress; hdr and data are valid during the call
- * only (a kept rendezvous descriptor stays valid). Returns 0 or AML_TPORT_RX_KEPT. */
+ * only (a kept rendezvous descriptor stays valid). src: the rank the transport knows sent
+ * the packet (vnode's FIFOs do), which the header must then name, or -1 (UCX: the header
+ * alone says). Returns 0 or AML_TPORT_RX_KEPT. */
 typedef int (*aml_tport_rx_fn_t) (aml_t * aml, const void *hdr, size_t hdr_len, void *data,
-                                  size_t len, unsigned flags);
+                                  size_t len, unsigned flags, int64_t src);
 
 /* caps */
 #define AML_TPORT_CAP_RNDV 0x1  /* send with AML_TPORT_SEND_RNDV, rndv_recv, rndv_release */

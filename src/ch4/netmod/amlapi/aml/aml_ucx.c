@@ -33,7 +33,7 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
     aml_t *aml = arg;
     unsigned flags = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ? AML_TPORT_RX_RNDV : 0;
     /* a rendezvous descriptor handed on or kept persists when we return UCS_INPROGRESS */
-    return (ucs_status_t) aml->ucx->rx(aml, header, header_length, data, length, flags);
+    return (ucs_status_t) aml->ucx->rx(aml, header, header_length, data, length, flags, -1);
 }
 
 /* ---- setup ---------------------------------------------------------------------------- */

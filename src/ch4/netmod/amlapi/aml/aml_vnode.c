@@ -379,22 +379,13 @@ static int drain_waiting(aml_t * aml)
     return events;
 }
 
-/* Every packet: the FIFO knows its sender, so the header must name that sender. */
+/* Every packet: the FIFO knows its sender, so the header must name that sender (aml_rx
+ * checks). */
 static void vn_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data, size_t len)
 {
     aml_t *aml = arg;
     struct aml_vnode *n = aml->vnode;
-    int rank = n->rank_of[src];
-    /* the common small message first; it checks the header's sender against the FIFO's */
-    if (AML_LIKELY(aml_rx_onepacket(aml, hdr, hlen, data, len, rank)))
-        return;
-    int64_t claimed = aml_pkt_claimed_src(hdr, hlen);
-    /* out of range: the dispatcher names it as for any transport */
-    if (AML_UNLIKELY(claimed != rank && claimed >= 0 && claimed < aml->size))
-        aml_fatal(aml, "malformed packet from rank %d (vnode FIFO): type %s (%u) claims to "
-                  "come from rank %lld", rank, aml_pkt_name(*(const uint8_t *) hdr),
-                  *(const uint8_t *) hdr, (long long) claimed);
-    n->rx(aml, hdr, hlen, (void *) data, len, 0);
+    n->rx(aml, hdr, hlen, (void *) data, len, 0, n->rank_of[src]);
 }
 
 /* A failed single copy or export: which peer, and why. */

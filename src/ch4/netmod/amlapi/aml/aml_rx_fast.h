@@ -1,8 +1,8 @@
 /*
  * aml's receive path, inline: landing data (aml_deliver), calling a header handler
  * (aml_handler_run) and the dispatcher's fast path for a compact one-packet message
- * (aml_rx_onepacket), which a transport that knows the sender also calls first. Inline
- * because a small message's receive is the bound of a message-rate run. Included at the end
+ * (aml_rx_onepacket, which aml_rx runs first, with the sender when the transport knows it).
+ * Inline because a small message's receive is the bound of a message-rate run. Included at the end
  * of aml_impl.h, whose types and declarations it uses.
  */
 #ifndef AML_RX_FAST_H_INCLUDED
@@ -78,13 +78,14 @@ void aml_handler_run(aml_t * aml, unsigned handler, int type, uint32_t src, cons
                   handler, (unsigned long long) msg_len, src);
 }
 
-/* The dispatcher's fast path (aml_rx; vnode's receive takes it first, as it knows the
- * sender): a well-formed compact one-packet message in sequence, to the handler's
- * small-message handler, else its header handler. known_src: the rank the transport knows
+/* The dispatcher's fast path (aml_rx, with the sender vnode's FIFO names): a well-formed
+ * compact one-packet message in sequence, to the handler's small-message handler, else its
+ * header handler. known_src: the rank the transport knows
  * sent the packet, or -1. Any other packet returns false with nothing changed, and takes
  * the decoding path, which reports what is wrong with a malformed one. Inline, with the
- * checks of aml_rx's decoding, so that a small message costs no call between the transport's
- * receive and its handler (the receive side of a message-rate run is the bound). */
+ * checks of aml_rx's decoding, so that a small message costs one call (the transport's rx
+ * function) between the transport's receive and its handler (the receive side of a
+ * message-rate run is the bound). */
 static inline __attribute__ ((always_inline))
 bool aml_rx_onepacket(aml_t * aml, const void *header, size_t header_length, const void *data,
                       size_t length, int64_t known_src)

@@ -61,7 +61,8 @@ int ct_mpi_run(const ct_sched *s, MPI_Comm comm, int tag_base, const void *sendb
         }
         if (ct_walk_finished(&w))
             break;
-        /* SimGrid's Waitsome is slow (README): wait for one, then compact */
+        /* SimGrid's Waitsome is slow (docs/benchmarks/2026-11-25-simulation.md): wait for one,
+         * then compact */
         int k;
         rc = MPI_Waitany(nreq, reqs, &k, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS)

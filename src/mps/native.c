@@ -139,7 +139,7 @@ static int guard_on(void)
 {
     /* off by default: a protection change costs a TLB shootdown on every core the process
      * ran on; four per hand-off took 60-80 us on this 2-core VM, more than the 1 MiB copy
-     * the hand-off saves (README, MPS) */
+     * the hand-off saves (docs/benchmarks/2026-11-25-mps.md) */
     const char *e = getenv("MPS_GUARD");
     return e && *e && strcmp(e, "0");
 }

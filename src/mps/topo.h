@@ -1,5 +1,5 @@
 /* MPS topology files: named processes (where they run) and links (two ends, medium, buffers).
- * The parser uses no MPI, so mpsrun and libmps share it. Format: README.md "MPS". */
+ * The parser uses no MPI, so mpsrun and libmps share it. Format: docs/mps.md. */
 #ifndef MPS_TOPO_H_INCLUDED
 #define MPS_TOPO_H_INCLUDED
 

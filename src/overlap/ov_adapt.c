@@ -1,4 +1,5 @@
-/* Call sites whose deferral does not pay (not in the seed; measured need, README).
+/* Call sites whose deferral does not pay (not in the published design; measured need,
+ * docs/overlap.md).
  *
  * A deferred request costs two mprotect calls and, when touched while in flight, a fault:
  * 15-35 us on this project's VM. A request the application touches within

@@ -1,5 +1,5 @@
 /* The MPI entry points (PMPI interposition): what is converted, what completes our requests
- * first, what only passes through. README "Transparent overlap" has the full list and why.
+ * first, what only passes through. docs/overlap.md has the full list and why.
  *
  * Converted to background requests (ov_page.c): MPI_Send, MPI_Recv, MPI_Sendrecv and
  * MPI_Sendrecv_replace, for any datatype MPI can describe (derived ones: their true-extent
@@ -86,18 +86,18 @@ static void ov_init(int required, int threads_before)
     ov.chain_gap_ns = env_long("MPIOVERLAP_CHAIN_GAP_NS", 2000);
     /* the seed's chaining: no page-table updates for a recognised chain's requests. Off by
      * default: a program that leaves the chain early and touches a buffer before its next MPI
-     * call would read or overwrite data in flight, silently (README) */
+     * call would read or overwrite data in flight, silently (docs/overlap.md) */
     ov.chain_trust = (int)env_long("MPIOVERLAP_CHAIN_TRUST", 0);
     /* 0: a chain's last call completes what is done and leaves the rest to paging; 1: it
      * waits for the whole chain. 0 recovered 92-94 % of manual overlap's gain on a paced
-     * link where 1 recovered 65-76 % (README, overlap benchmark) */
+     * link where 1 recovered 65-76 % (docs/benchmarks/2026-11-25-overlap.md) */
     ov.chain_wait = (int)env_long("MPIOVERLAP_CHAIN_WAIT", 0);
     ov.at_once = (int)env_long("MPIOVERLAP_ATONCE", 1);
     ov.adapt = (int)env_long("MPIOVERLAP_ADAPT", 1);
     ov.adapt_ns = env_long("MPIOVERLAP_ADAPT_NS", 20000);
     /* A deferred receive costs two mprotect calls and maybe a fault: 3-7 us and 11-25 us on
-     * this project's VM (measured; README), more than a message within one page takes to
-     * arrive on any network here. Such receives stay blocking unless MPIOVERLAP_RECV_MIN
+     * this project's VM (measured; docs/benchmarks/2026-11-25-overlap.md), more than a
+     * message within one page takes to arrive on any network here. Such receives stay blocking unless MPIOVERLAP_RECV_MIN
      * says otherwise (0: every receive deferred, as in the seed). Small sends are cheap
      * (a copy) and are always deferred. */
     ov.recv_min = (size_t)env_long("MPIOVERLAP_RECV_MIN", (long)sysconf(_SC_PAGESIZE));
@@ -109,7 +109,8 @@ static void ov_init(int required, int threads_before)
     /* From another node, even a few bytes take 15-50 us (the test cluster's hosts; a real
      * 1 Gbit/s link more): worth two mprotect calls. Measured with maint/bench-overlap
      * --hosts=4 --rate=1gbit: the SOR solver on N=512, 4 ranks (2 KiB borders) recovered
-     * nothing with one page as the limit and all of manual overlap's gain with 0 (README). */
+     * nothing with one page as the limit and all of manual overlap's gain with 0
+     * (docs/overlap.md). */
     ov.recv_min_net = (size_t)env_long("MPIOVERLAP_RECV_MIN_NET", 0);
     ov_page_init();
     ov_sys_init();

@@ -286,7 +286,7 @@ int ov_complete_chained(void) { return complete_where(m_chained, 0, 0, 0); }
  * chain can fault on them; the others go on as ordinary paged requests, waited for only when
  * the computation touches their pages. Waiting for them all here (MPIOVERLAP_CHAIN_WAIT=1)
  * gives up the overlap of whatever is still in flight: on a paced link that was most of it
- * (README, overlap benchmark). MPI_Request_get_status tests without freeing, so
+ * (docs/benchmarks/2026-11-25-overlap.md). MPI_Request_get_status tests without freeing, so
  * complete_sel's Waitall still gets each receive's status for its copy-in. */
 int ov_settle_chained(void)
 {

@@ -11,7 +11,7 @@
  *
  * userfaultfd write-protection would need no interposition, but it covers writes only (a
  * receive's pages must refuse reads too), needs a handler thread, and this kernel refuses it
- * to unprivileged processes (vm.unprivileged_userfaultfd = 0); see README.
+ * to unprivileged processes (vm.unprivileged_userfaultfd = 0); see docs/overlap.md.
  *
  * Threads: an application thread could touch a buffer while the owner is in MPI, and its
  * fault cannot wait on MPI; pthread_create() by the application (not by MPI during a call)

@@ -131,20 +131,24 @@ static void expect(int kind, int size, MPI_Op op, const char *origin, char *targ
     for (int i = 0; i < n; i++, origin += size, target += size) {
         if (op == MPI_REPLACE) {
             memcpy(target, origin, size);
-        } else if (kind == K_FLOAT && size == 4) {
-            float a, b;
-            memcpy(&a, origin, 4);
-            memcpy(&b, target, 4);
-            b = op == MPI_SUM ? a + b : op == MPI_PROD ? a * b : op == MPI_MAX ?
-                (b > a ? b : a) : (b < a ? b : a);
-            memcpy(target, &b, 4);
         } else if (kind == K_FLOAT) {
+            /* the values are small integers and halves: exact in float, so double computes
+             * what float would */
+            float fa, fb;
             double a, b;
-            memcpy(&a, origin, 8);
-            memcpy(&b, target, 8);
+            if (size == 4) {
+                memcpy(&fa, origin, 4);
+                memcpy(&fb, target, 4);
+                a = fa;
+                b = fb;
+            } else {
+                memcpy(&a, origin, 8);
+                memcpy(&b, target, 8);
+            }
             b = op == MPI_SUM ? a + b : op == MPI_PROD ? a * b : op == MPI_MAX ?
                 (b > a ? b : a) : (b < a ? b : a);
-            memcpy(target, &b, 8);
+            fb = (float) b;
+            memcpy(target, size == 4 ? (void *) &fb : (void *) &b, size);
         } else {
             ref_int(op, kind, size, origin, target);
         }

@@ -89,7 +89,8 @@ struct ov_state {
     int at_once;            /* MPIOVERLAP_ATONCE (default 1): test a request once when it starts */
     int wait_now;           /* the request being started is waited for before the call returns
                                (the last of a chain): no protection */
-    int chain_trust;        /* MPIOVERLAP_CHAIN_TRUST: the seed's way, chained requests unprotected */
+    int chain_trust;        /* MPIOVERLAP_CHAIN_TRUST: the paper's way, chained requests
+                             * unprotected */
     int chain_wait;         /* MPIOVERLAP_CHAIN_WAIT: a chain's last call waits for all of it
                                (always so with chain_trust) */
     int noprot;             /* the request being started is inside a trusted chain: the chain's

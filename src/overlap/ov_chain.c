@@ -12,11 +12,10 @@
  * (MPIOVERLAP_CHAIN_WAIT=1: the last one waits for them all, as first built, which gives up
  * their overlap; ov_settle_chained in ov_page.c).
  *
- * Why the earlier requests of a running chain stay protected (the seed skips the page-table
- * updates): a program may leave the chain after any call (a data-dependent branch), and its
- * next statement may touch the buffer; without protection that is silent corruption. What
- * chaining saves here is the faults and the separate waits of the requests done by the
- * chain's end.
+ * Why the earlier requests of a running chain stay protected (Natvig and Elster skip the page-table
+ * updates): a program may leave the chain after any call (a data-dependent branch), and its next
+ * statement may touch the buffer; without protection that is silent corruption. What chaining saves
+ * here is the faults and the separate waits of the requests done by the chain's end.
  * A chain whose run breaks off three times is forgotten. */
 #define _GNU_SOURCE
 #include "ov.h"

@@ -84,7 +84,7 @@ static void ov_init(int required, int threads_before)
         return;     /* enabled stays 0: pure pass-through, for comparison */
     ov.chain_enabled = (int)env_long("MPIOVERLAP_CHAIN", 1);
     ov.chain_gap_ns = env_long("MPIOVERLAP_CHAIN_GAP_NS", 2000);
-    /* the seed's chaining: no page-table updates for a recognised chain's requests. Off by
+    /* Natvig and Elster's chaining: no page-table updates for a recognised chain's requests. Off by
      * default: a program that leaves the chain early and touches a buffer before its next MPI
      * call would read or overwrite data in flight, silently (docs/overlap.md) */
     ov.chain_trust = (int)env_long("MPIOVERLAP_CHAIN_TRUST", 0);
@@ -97,11 +97,11 @@ static void ov_init(int required, int threads_before)
     ov.adapt_ns = env_long("MPIOVERLAP_ADAPT_NS", 20000);
     /* A deferred receive costs two mprotect calls and maybe a fault: 3-7 us and 11-25 us on
      * this project's VM (measured; docs/benchmarks/2026-11-25-overlap.md), more than a
-     * message within one page takes to arrive on any network here. Such receives stay blocking unless MPIOVERLAP_RECV_MIN
-     * says otherwise (0: every receive deferred, as in the seed). Small sends are cheap
-     * (a copy) and are always deferred. */
+     * message within one page takes to arrive on any network here. Such receives stay
+     * blocking unless MPIOVERLAP_RECV_MIN says otherwise (0: every receive deferred, as in
+     * Natvig and Elster 2006). Small sends are cheap (a copy) and are always deferred. */
     ov.recv_min = (size_t)env_long("MPIOVERLAP_RECV_MIN", (long)sysconf(_SC_PAGESIZE));
-    /* The seed copies sends within a page and defers them; but such a send is eager in
+    /* Natvig and Elster copy sends within a page and defer them; but such a send is eager in
      * every MPI here and returns as soon as MPI has copied it, so our copy, slot and later
      * wait are pure cost (measured: +56 % per iteration of the SOR solver on N=64 over Open
      * MPI). They stay blocking unless MPIOVERLAP_SEND_MIN=0. */
@@ -391,8 +391,8 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
 }
 
 /* The send and receive halves of MPI_Sendrecv / MPI_Sendrecv_replace, deferred together.
- * The receive starts first: a send sharing its pages is then copied out around it (seed
- * §2.5), where the other order would make the receive wait for the send. Sendrecv_replace
+ * The receive starts first: a send sharing its pages is then copied out around it (Natvig
+ * and Elster 2006, §2.5), where the other order would make the receive wait for the send. Sendrecv_replace
  * sends a copy (its buffer is about to receive) made before the receive protects it. */
 static int defer_pair(void *site, const void *sbuf, int scount, MPI_Datatype sdt, const struct ov_span *ss,
                       int dest, int stag, void *rbuf, int rcount, MPI_Datatype rdt, const struct ov_span *rs,

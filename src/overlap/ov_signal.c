@@ -8,7 +8,7 @@
  * restored, so the process dies of SIGSEGV as it would have).
  *
  * It runs on an alternate signal stack (a fault on a stack page must still find a stack) and
- * only uses async-signal-safe calls, with one deliberate exception the seed also makes: on
+ * only uses async-signal-safe calls, with one deliberate exception Natvig and Elster also make: on
  * the thread that owns the requests, outside the library, it calls PMPI_Waitall. That is safe
  * because the interrupted code is the application's, never MPI's (ov_in_lib says so), and
  * MPI_THREAD_FUNNELED-style use is the only one we accept (ov_mpi.c). A fault inside MPI, or

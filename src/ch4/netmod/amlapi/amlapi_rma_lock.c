@@ -12,9 +12,9 @@
  *
  * What differs from MPIDIG's lock protocol (a LOCK message and its ACK at MPI_Win_lock, one
  * per rank at MPI_Win_lock_all; an UNLOCK and its ACK at every unlock, waited for):
- *  - Lock does not block; the first operation to the target asks for the lock, as the seed
- *    does. A native RMA message (amlapi_rma_am.c) does not wait for the grant: it carries
- *    the request itself (MPIDI_AMLAPI_lk_carry), the target takes the request before it
+ *  - Lock does not block; the first operation to the target asks for the lock, as WMPI II does
+ *    (Baptista et al. 2003). A native RMA message (amlapi_rma_am.c) does not wait for the grant: it
+ *    carries the request itself (MPIDI_AMLAPI_lk_carry), the target takes the request before it
  *    applies the message and holds the message until the lock is granted
  *    (MPIDI_AMLAPI_lk_request_carried, MPIDI_AMLAPI_lk_waiting,
  *    MPIDI_AMLAPI_am_run_deferred), and the message's answer is the grant

@@ -18,11 +18,11 @@
  *    accumulate-family operation atomic with respect to every other one on that target,
  *    whatever its op, type or origin, and applies them in each origin's order, which covers
  *    MPI's default accumulate_ordering (rar,raw,war,waw);
- *  - MPI_Win_lock/unlock, lock_all/unlock_all: a reader-writer lock word per target in the
- *    control segment, taken at MPI_Win_lock (the seed defers the grant to the first
+ *  - MPI_Win_lock/unlock, lock_all/unlock_all: a reader-writer lock word per target in the control
+ *    segment, taken at MPI_Win_lock (WMPI II, Baptista et al. 2003, defers the grant to the first
  *    operation; here acquiring costs one atomic, so waiting at lock is as cheap and keeps
- *    MPI_Win_lock's "the lock is held on return" for lock-on-self and load/store use of
- *    shared windows). A waiting origin keeps progressing other communication;
+ *    MPI_Win_lock's "the lock is held on return" for lock-on-self and load/store use of shared
+ *    windows). A waiting origin keeps progressing other communication;
  *  - post/start/complete/wait/test: counters in the control segment, no message;
  *  - flush(_local)(_all): operations are complete when they return, so a flush is a memory
  *    barrier; win_sync and fence are MPIDIG's (fence's completion hooks find nothing to wait

@@ -340,8 +340,9 @@ static double rma(size_t size, int get, int sync, int bw, MPI_Win win)
     return us;
 }
 
-/* Issue 15's one-node measurement, on a window from MPI_Win_allocate (where an MPI may put
- * the memory in shared memory; *_create: from MPI_Win_create on malloc'd memory instead):
+/* The one-sided latencies of the RMA report (docs/benchmarks/2026-11-26-rma.md), on a window
+ * from MPI_Win_allocate (where an MPI may put the memory in shared memory; *_create: from
+ * MPI_Win_create on malloc'd memory instead):
  * put = lock-put-unlock per operation; get, accumulate
  * (MPI_SUM of longs), fetch_and_op (MPI_SUM, one long), compare_and_swap (one long) = one
  * lock_all around all of them and op + flush per operation; put_lat_pscw: post/wait at rank 1,

@@ -1143,9 +1143,13 @@ int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype 
     rma_hdr_t h = { fetch ? RMA_GACC : RMA_ACC };
 
     mpi_errno = am_plan(win, target_rank, target_disp, target_count, target_datatype, &p, &ok);
-    /* an op the type does not support is MPIDIG's to refuse, as before */
+    /* an op the type does not support is MPIDIG's to refuse, as before: MPICH's own table of
+     * which types each predefined op takes (not MPIR_Typerep_reduce_is_supported, which says
+     * whether yaksa would apply it, and says no to everything when yaksa's reduction is off) */
     if (ok && ((op != MPI_NO_OP && op != MPI_REPLACE &&
-                !MPIR_Typerep_reduce_is_supported(op, p.basic)) || (MPI_Aint) p.bytes > acc_max))
+                (!HANDLE_IS_BUILTIN(op) ||
+                 (*MPIR_OP_HDL_TO_DTYPE_FN(op)) (p.basic) != MPI_SUCCESS)) ||
+               (MPI_Aint) p.bytes > acc_max))
         ok = 0;
     *handled = ok;
     if (!ok && !mpi_errno)

@@ -23,6 +23,8 @@
 #include "ov.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,15 +35,18 @@
 extern int ov_app_threads;
 static int ov_inited;
 
+/* A setting from the environment: a decimal integer from 0 to INT_MAX (every caller keeps it
+ * in an int or less), else the program stops naming the variable. */
 static long env_long(const char *name, long dflt)
 {
     const char *v = getenv(name);
     if (!v || !*v)
         return dflt;
     char *end;
+    errno = 0;
     long x = strtol(v, &end, 10);
-    if (*end || x < 0) {
-        fprintf(stderr, "mpioverlap: %s=%s is not a non-negative integer\n", name, v);
+    if (end == v || *end || errno == ERANGE || x < 0 || x > INT_MAX) {
+        fprintf(stderr, "mpioverlap: %s=%s is not an integer from 0 to %d\n", name, v, INT_MAX);
         exit(1);
     }
     return x;

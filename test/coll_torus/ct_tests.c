@@ -892,10 +892,10 @@ static void t_mapfile(void)
     /* Almási et al. 2005's example: eight ranks on a 2x2x2 mesh, not in XYZT order */
     const char *p = write_map("# 2x2x2\n0 0 0\n1 0 0\n0 1 0\n1 1 0\n0 0 1\n1 0 1\n0 1 1  # r6\n\n1 1 1\n");
     if (ct_topo_from_file(&t, p, 8, "2mx2mx2m"))
-        fail("seed's mapping: %s", ct_strerror());
+        fail("Almasi et al.'s mapping: %s", ct_strerror());
     else {
         if (!t.xyzt_order || t.wrap[0])
-            fail("seed's mapping: xyzt %d wrap %d", t.xyzt_order, t.wrap[0]);
+            fail("Almasi et al.'s mapping: xyzt %d wrap %d", t.xyzt_order, t.wrap[0]);
         ct_topo_free(&t);
     }
     unlink(p);

@@ -6,8 +6,8 @@
  *             receive protects
  *   offsets   faults on send and receive buffers at sampled page offsets, sizes small/large;
  *             bytes around the buffer untouched
- *   overlap   seed §2.5: sends on the same elements, receive then send of the same area,
- *             receive and send sharing a page both ways
+ *   overlap   Natvig and Elster 2006 §2.5: sends on the same elements, receive then send
+ *             of the same area, receive and send sharing a page both ways
  *   syscall   write/read/send/recv/writev/readv/fwrite/pwrite on buffers in flight: no EFAULT
  *   segv      the application's own SIGSEGV handler (installed before and after MPI_Init)
  *             still gets its faults; ours still work

@@ -17,7 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "vnode_impl.h"         /* vnode_layout: the segment's size, as vnode_init computes it */
-#include "aml_impl.h"           /* sizeof(aml_pkt_t) + AML_MAX_UHDR: vnode's largest header */
+#include "aml_impl.h"           /* aml_vnode_max_hdr: vnode's largest header */
 #include "coll_torus.h"
 #include "amlapi_cvars.h"       /* generated from the CVAR blocks by maint/gen-tuning */
 
@@ -526,7 +526,7 @@ static size_t segment_bytes(int ppn, size_t ring, size_t packet_size, size_t *ri
     vc.nlocal = ppn;
     vc.local = 0;
     vc.ring_bytes = ring;
-    vc.max_pkt = sizeof(aml_pkt_t) + AML_MAX_UHDR + packet_size;      /* as aml_vnode.c */
+    vc.max_pkt = aml_vnode_max_hdr() + packet_size;   /* as aml_vnode.c's vn_init */
     if (vnode_layout(&vc, &L, err ? err : e, err ? errlen : sizeof(e)) != VNODE_OK)
         return 0;
     if (ring_out)

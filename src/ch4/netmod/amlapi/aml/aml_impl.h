@@ -50,6 +50,14 @@ enum {
 };
 
 #define AML_MAX_UHDR AML_UHDR_LIMIT   /* also limited by the transport's largest header */
+
+/* vnode's largest header: as large as aml's largest, so that vnode never lowers the limits the
+ * ranks of other nodes compute without it (aml_connect compares them). Its FIFO records hold
+ * this plus a packet of data (aml_vnode.c; amlapi_info sizes the segment the same way). */
+static inline size_t aml_vnode_max_hdr(void)
+{
+    return sizeof(aml_pkt_t) + AML_MAX_UHDR;
+}
 #define AML_TPORTS_MAX 2        /* transports one aml_t may use (UCX; vnode next) */
 #define AML_HOST_MAX 64         /* hostnames in addresses and errors (truncated) */
 

@@ -113,9 +113,7 @@ static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
         return AML_ERR_NOMEM;
     for (int i = 0; i < cfg->vnode_nlocal; i++)
         n->rank_of[i] = -1;
-    /* a header as large as aml's largest, so vnode never lowers the limits the ranks of other
-     * nodes compute without it (aml_connect compares them) */
-    *max_hdr = sizeof(aml_pkt_t) + AML_MAX_UHDR;
+    *max_hdr = aml_vnode_max_hdr();
     vnode_config_default(&vc);
     vc.job = cfg->vnode_job;
     vc.nlocal = cfg->vnode_nlocal;

@@ -4,7 +4,7 @@
  * In the spirit of ucx_info and fi_info.
  *
  * It decides with the code MPI_Init runs wherever that code carries no MPICH header:
- *   - /dev/shm: vnode_layout() sizes the segment as vnode_init does, from the
+ *   - memory: vnode_layout() sizes the segment as vnode_init does, from the
  *     vnode_config_t aml's vn_init builds (aml_vnode.c);
  *   - single copy: two sibling processes (as ranks under a launcher are) run vnode_init and
  *     vnode_attach, whose probe (Yama's PR_SET_PTRACER, process_vm_readv) is the one at init;
@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/prctl.h>
-#include <sys/statvfs.h>
+#include <inttypes.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -287,7 +287,7 @@ typedef struct {
     char err[400];
 } probe_result_t;
 
-static void probe_child(int local, const char *job, int ready_w, int go_r, int res_w,
+static void probe_child(int local, int ready_w, int go_r, int res_w,
                         int sib_r)
 {
     probe_result_t r;
@@ -296,15 +296,17 @@ static void probe_child(int local, const char *job, int ready_w, int go_r, int r
     char c = 'x';
     memset(&r, 0, sizeof(r));
     vnode_config_default(&vc);
-    vc.job = job;
     vc.nlocal = 2;
     vc.local = local;
     vc.attach_timeout_ms = 10000;
     int rc = vnode_init(&vc, &v, r.err, sizeof(r.err));
-    if (write(ready_w, &c, 1) != 1 || read(go_r, &c, 1) != 1)
+    /* local rank 0's key goes to the parent, which hands it to both (as aml's exchange) */
+    uint64_t mine[2] = { (uint64_t) local, rc == VNODE_OK ? vnode_key(v) : 0 }, key;
+    if (write(ready_w, mine, sizeof(mine)) != (ssize_t) sizeof(mine) ||
+        read(go_r, &key, sizeof(key)) != (ssize_t) sizeof(key))
         _exit(3);
     if (rc == VNODE_OK) {
-        rc = vnode_attach(v);
+        rc = vnode_attach(v, key);
         if (rc == VNODE_OK) {
             r.vnode_ok = 1;
             r.single_copy = vnode_single_copy(v);
@@ -408,7 +410,8 @@ static void check_single_copy(int ppn, int vnode_on)
         have_yama ? "" : "\n");
     if (have_yama)
         say("%d (%s)\n", scope, scope == 0 ? "classic: same uid may attach" :
-            scope == 1 ? "restricted: vnode lifts it with PR_SET_PTRACER for the job" :
+            scope == 1 ? "restricted: each rank lets the node's ranks attach, naming their "
+            "launcher's proxy with PR_SET_PTRACER" :
             scope == 2 ? "admin-only attach: refuses single copy" :
             scope == 3 ? "no attach: refuses single copy" : "unknown");
     say("  seccomp: %s; user namespace: %s%s%s\n",
@@ -418,11 +421,9 @@ static void check_single_copy(int ppn, int vnode_on)
 
     /* the probe MPI_Init runs, between two sibling processes */
     int ready[2], go[2], res[2], sib[2][2];
-    char job[64];
     pid_t kid[2] = { -1, -1 };
     probe_result_t r[2];
     memset(r, 0, sizeof(r));
-    snprintf(job, sizeof(job), "amlapi_info-%ld", (long) getpid());
     if (pipe(ready) || pipe(go) || pipe(res) || pipe(sib[0]) || pipe(sib[1])) {
         say("  probe: pipe: %s\n", strerror(errno));
         return;
@@ -442,7 +443,7 @@ static void check_single_copy(int ppn, int vnode_on)
                 if (j != i)
                     close(sib[j][0]);
             }
-            probe_child(i, job, ready[1], go[0], res[1], sib[i][0]);
+            probe_child(i, ready[1], go[0], res[1], sib[i][0]);
         }
         if (kid[i] < 0)
             say("  probe: fork: %s\n", strerror(errno));
@@ -452,8 +453,11 @@ static void check_single_copy(int ppn, int vnode_on)
     close(res[1]);
     close(sib[0][0]);
     close(sib[1][0]);
-    char c[2];
-    int ok = kid[0] > 0 && kid[1] > 0 && read_full(ready[0], c, 2) && write(go[1], "gg", 2) == 2;
+    uint64_t rec[4], keys[2] = { 0, 0 };
+    int ok = kid[0] > 0 && kid[1] > 0 && read_full(ready[0], rec, sizeof(rec));
+    if (ok)
+        keys[0] = keys[1] = rec[0] == 0 ? rec[1] : rec[3];
+    ok = ok && write(go[1], keys, sizeof(keys)) == (ssize_t) sizeof(keys);
     /* each child learns its sibling's pid for the plain read */
     ok = ok && write(sib[0][1], &kid[1], sizeof(pid_t)) == sizeof(pid_t) &&
         write(sib[1][1], &kid[0], sizeof(pid_t)) == sizeof(pid_t);
@@ -498,7 +502,7 @@ static void check_single_copy(int ppn, int vnode_on)
         const char *why = e == ENOSYS ? "process_vm_readv is not available (a kernel without "
             "cross-memory attach, or a seccomp filter answering ENOSYS)" :
             have_yama && scope >= 2 ? "Yama's ptrace_scope (2 or 3) forbids it; an administrator "
-            "can set kernel.yama.ptrace_scope=1 (vnode lifts 1 for the job)" :
+            "can set kernel.yama.ptrace_scope=1 (vnode lifts 1 for the node's ranks)" :
             sc == 2 ? "a seccomp filter denies it (a container profile: allow process_vm_readv, "
             "or run with CAP_SYS_PTRACE)" :
             ns == 1 ? "the user namespace: the ranks lack ptrace access to each other" :
@@ -512,7 +516,25 @@ static void check_single_copy(int ppn, int vnode_on)
         say("  (a plain read between the probe processes failed: %s)\n", strerror(e));
 }
 
-/* ---- /dev/shm ------------------------------------------------------------------------ */
+/* ---- the vnode segment's memory ------------------------------------------------------ */
+
+/* MemAvailable, as vnode_init reads it: what the node can give the segment */
+static int mem_available(uint64_t * avail)
+{
+    char line[128];
+    uint64_t kb = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1)
+            break;
+    fclose(f);
+    if (!kb)
+        return -1;
+    *avail = kb < UINT64_MAX / 1024 ? kb * 1024 : UINT64_MAX;
+    return 0;
+}
 
 /* The segment vnode_init would make for ppn ranks, from the configuration aml's vn_init
  * builds: its bytes (0 when vnode refuses it: err says why) and the FIFOs' size. */
@@ -534,7 +556,7 @@ static size_t segment_bytes(int ppn, size_t ring, size_t packet_size, size_t *ri
     return L.total;
 }
 
-static int check_dev_shm(int ppn, int *vnode_on)
+static int check_vnode_memory(int ppn, int *vnode_on)
 {
     char var[128], rvar[128], pvar[128], bvar[128], h1[32], h2[32];
     int on, nolocal = 0, ring, pkt, pack;
@@ -559,7 +581,7 @@ static int check_dev_shm(int ppn, int *vnode_on)
     }
     say("vnode (on-node shared memory):\n");
     if (!on || nolocal) {
-        say("  off (%s): ranks of this node talk through UCX; no segment in /dev/shm\n",
+        say("  off (%s): ranks of this node talk through UCX; no segment\n",
             !on ? var : "MPIR_CVAR_NOLOCAL");
         return 0;
     }
@@ -570,25 +592,22 @@ static int check_dev_shm(int ppn, int *vnode_on)
     char err[256];
     size_t fifo = 0, need = segment_bytes(ppn, (size_t) ring, (size_t) pkt, &fifo, err,
                                           sizeof(err));
-    struct statvfs sv;
     uint64_t avail;
     if (need == 0) {
         fail("%s: MPI_Init fails (MPIR_CVAR_AMLAPI_VNODE=0, or MPIR_CVAR_NUM_CLIQUES to split "
              "the node, avoids it)", err);
         return -1;
     }
-    if (statvfs("/dev/shm", &sv) < 0) {
-        fail("statvfs(/dev/shm): %s: vnode_init would fail the same way", strerror(errno));
-        return -1;
-    }
-    if (__builtin_mul_overflow((uint64_t) sv.f_bavail, (uint64_t) sv.f_frsize, &avail))
+    if (mem_available(&avail) < 0) {
+        say("  (no MemAvailable in /proc/meminfo: vnode_init cannot check either)\n");
         avail = UINT64_MAX;
+    }
     human(need, h1, sizeof(h1));
     human(avail, h2, sizeof(h2));
     say("  segment for %d ranks: %zu bytes (%s): %d x %d FIFOs of %zu bytes%s%s\n", ppn, need,
         h1, ppn, ppn - 1, fifo, ring ? ", from " : " (sized by the rank count)",
         ring ? rvar : "");
-    say("  /dev/shm: %llu bytes free (%s)\n", (unsigned long long) avail, h2);
+    say("  memory: %llu bytes available (%s)\n", (unsigned long long) avail, h2);
     if (getenv("MPIR_CVAR_NUM_CLIQUES") || getenv("MPICH_NUM_CLIQUES"))
         say("  (MPIR_CVAR_NUM_CLIQUES splits the node: each clique's segment is smaller; the "
             "figure above is for all %d ranks)\n", ppn);
@@ -604,14 +623,15 @@ static int check_dev_shm(int ppn, int *vnode_on)
             fit = r;
     }
     if (fit)
-        fail("the vnode segment of %d ranks needs %zu bytes in /dev/shm, which has %llu free: "
+        fail("the vnode segment of %d ranks needs %zu bytes of memory, and the node has %llu "
+             "available: "
              "set MPIR_CVAR_AMLAPI_VNODE_RING_SIZE=%zu (needs %zu), or MPIR_CVAR_AMLAPI_VNODE=0",
              ppn, need, (unsigned long long) avail, fit,
              segment_bytes(ppn, fit, (size_t) pkt, NULL, NULL, 0));
     else
-        fail("the vnode segment of %d ranks needs %zu bytes in /dev/shm, which has %llu free, "
-             "and even the smallest rings need %zu: set MPIR_CVAR_AMLAPI_VNODE=0 or give "
-             "/dev/shm more room", ppn, need, (unsigned long long) avail,
+        fail("the vnode segment of %d ranks needs %zu bytes of memory, and the node has %llu "
+             "available, and even the smallest rings need %zu: set MPIR_CVAR_AMLAPI_VNODE=0",
+             ppn, need, (unsigned long long) avail,
              segment_bytes(ppn, 4096, (size_t) pkt, NULL, NULL, 0));
     return -1;
 }
@@ -861,7 +881,7 @@ int main(int argc, char **argv)
     say("job: %d rank%s, %d on this node\n\n", n, n == 1 ? "" : "s", ppn);
 
     check_settings();
-    check_dev_shm(ppn, &vnode_on);
+    check_vnode_memory(ppn, &vnode_on);
     if (probe && vnode_on && ppn > 1)
         check_single_copy(ppn, vnode_on);
     else if (!quiet)

@@ -605,16 +605,17 @@ static const struct {
     {"stale_cells", t_stale_cells},
     {"cleanup_kill9", t_cleanup_kill9}, {"watch", t_watch}, {"two_jobs", t_two_jobs}, {"noshm", t_noshm},
     {"auto_ring", t_auto_ring},
-    {"attach_timeout", t_attach_timeout}, {"mismatch", t_mismatch}, {"stale", t_stale},
-    {"alone", t_alone}, {"long_job_names", t_long_job_names},
-    {"segment_owner", t_segment_owner}, {"shared_forged", t_shared_forged},
-    {"watch_finalize", t_watch_finalize}, {"bell_foreign", t_bell_foreign}, {"single_copy", t_single_copy},
+    {"attach_timeout", t_attach_timeout}, {"mismatch", t_mismatch}, {"no_names", t_no_names},
+    {"alone", t_alone},
+    {"hand_foreign", t_hand_foreign}, {"shared_forged", t_shared_forged},
+    {"watch_finalize", t_watch_finalize}, {"bell_nlocal", t_bell_nlocal}, {"ptracer", t_ptracer}, {"single_copy", t_single_copy},
     {"single_copy_refused", t_single_copy_refused}, {"shared_copy", t_shared_copy},
 };
 
 int main(int argc, char **argv)
 {
     int n = sizeof(tests) / sizeof(tests[0]), result = 0;
+    vt_shm_entries();           /* from now on, /dev/shm must get nothing */
     if (argc < 2) {
         fprintf(stderr, "usage: %s --list | --bench | TEST...\n", argv[0]);
         return 2;

@@ -45,7 +45,8 @@ void vt_barrier(vt_ctx_t * c);
 /* a job name unique to this process and call */
 const char *vt_job_name(char *buf, size_t len);
 /* /dev/shm entries "amlapi-*-<job>" (any uid) */
-int vt_shm_entries(const char *job);
+int vt_shm_entries(void);
+int vt_attach(vt_ctx_t * c, vnode_t * v);
 
 extern int vt_rank;
 #define CHECK(cond, ...)                                                                  \

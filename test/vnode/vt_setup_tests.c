@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 
 /* -- malformed_*: rank 1 writes one bad record by hand; rank 0's poll must refuse it -- */
@@ -224,7 +225,7 @@ int t_stale_cells(void)
 /* -- cleanup_kill9: nothing in /dev/shm after attach; a peer killed mid-traffic -- */
 static int kill_body(vt_ctx_t * c)
 {
-    CHECK(vt_shm_entries(c->job) == 0, "/dev/shm has the segment after attach");
+    CHECK(vt_shm_entries() == 0, "/dev/shm has the segment after attach");
     pid_t *pids = (pid_t *) c->scratch;
     pids[c->rank] = getpid();
     vt_traffic_t *t = vt_traffic_new(c, VT_MIX);
@@ -271,7 +272,7 @@ static int kill_body(vt_ctx_t * c)
     CHECK(again > 0 && s.doorbells >= ok, "%llu sent, %llu AGAIN, %llu doorbells",
           (unsigned long long) ok, (unsigned long long) again,
           (unsigned long long) s.doorbells);
-    CHECK(vt_shm_entries(c->job) == 0, "/dev/shm has the segment after the kill");
+    CHECK(vt_shm_entries() == 0, "/dev/shm has the segment after the kill");
     free(buf);
     vt_traffic_free(t);
     return 0;
@@ -307,12 +308,11 @@ int t_two_jobs(void)
 static void one_rank_cfg(vnode_config_t * cfg, const char *job, int nlocal)
 {
     vnode_config_default(cfg);
-    cfg->job = job;
     cfg->nlocal = nlocal;
     cfg->local = 0;
 }
 
-/* -- noshm: /dev/shm too small -- */
+/* -- noshm: too little memory for the segment -- */
 int t_noshm(void)
 {
     char job[64], err[512] = "", need[32];
@@ -326,7 +326,7 @@ int t_noshm(void)
     CHECK(rc == VNODE_ERR_NOSPACE && v == NULL, "vnode_init -> %d", rc);
     CHECK(strstr(err, need) && strstr(err, "4096") && strstr(err, "ring_bytes"),
           "message lacks %s, 4096 or ring_bytes", need);
-    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
+    CHECK(vt_shm_entries() == 0, "/dev/shm has an entry");
     return 0;
 }
 
@@ -367,12 +367,12 @@ int t_attach_timeout(void)
     one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 3);
     cfg.attach_timeout_ms = 300;
     CHECK(vnode_init(&cfg, &v, NULL, 0) == VNODE_OK, "init");
-    int rc = vnode_attach(v);
+    int rc = vnode_attach(v, 0);
     fprintf(stderr, "  (%s)\n", vnode_error(v));
     CHECK(rc == VNODE_ERR_TIMEOUT && strstr(vnode_error(v), "local ranks 1, 2 (2 of 3) never "
                                             "attached"), "attach -> %d", rc);
     vnode_finalize(v);
-    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
+    CHECK(vt_shm_entries() == 0, "/dev/shm has an entry");
     return 0;
 }
 
@@ -388,8 +388,7 @@ static int mm_body(vt_ctx_t * c)
 {
     vnode_t *v;
     CHECK(vnode_init(&c->cfg, &v, NULL, 0) == VNODE_OK, "init");
-    vt_barrier(c);
-    int rc = vnode_attach(v);
+    int rc = vt_attach(c, v);
     if (c->rank == 1) {
         fprintf(stderr, "  (%s)\n", vnode_error(v));
         CHECK(rc == VNODE_ERR_INVAL && strstr(vnode_error(v), "ring_bytes differs from local "
@@ -408,118 +407,163 @@ int t_mismatch(void)
     return vt_run(2, mm_body, &o);
 }
 
-/* -- stale: a leftover segment of a dead creator is replaced, a live one's is not -- */
-static void fake_segment(const char *job, uint64_t pid)
+/* -- no_names: the segment is a memfd and the doorbells eventfds; the only name, local rank
+ * 0's listening socket, is random and gone after attach; /dev/shm gets nothing -- */
+static int unix_names_with(const char *part)
 {
-    char name[160];
-    snprintf(name, sizeof(name), "/amlapi-%u-%s", (unsigned) geteuid(), job);
-    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    CHECK(fd >= 0 && ftruncate(fd, 4096) == 0, "fake segment: %s", strerror(errno));
-    CHECK(pwrite(fd, &pid, 8, offsetof(vnode_seg_hdr_t, creator_pid)) == 8, "pwrite");
-    close(fd);
-}
-
-int t_stale(void)
-{
-    char job[64], err[512];
-    vnode_config_t cfg;
-    vnode_t *v;
-    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 1);
-    pid_t dead = fork();
-    if (dead == 0)
-        _exit(0);
-    waitpid(dead, NULL, 0);
-    fake_segment(job, dead);
-    CHECK(vnode_init(&cfg, &v, err, sizeof(err)) == VNODE_OK, "init over a stale one: %s", err);
-    CHECK_OK(v, vnode_attach(v));
-    vnode_finalize(v);
-    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
-    fake_segment(job, getpid());
-    int rc = vnode_init(&cfg, &v, err, sizeof(err));
-    fprintf(stderr, "  (%s)\n", err);
-    CHECK(rc == VNODE_ERR_SYS && !v && strstr(err, "is alive"), "init over a live one -> %d",
-          rc);
-    CHECK(vt_shm_entries(job) == 1, "the live one was removed");
-    char name[160];
-    snprintf(name, sizeof(name), "/amlapi-%u-%s", (unsigned) geteuid(), job);
-    shm_unlink(name);
-    return 0;
-}
-
-/* -- long_job_names: jobs whose names differ only after VNODE_JOB_MAX characters, or only in
- * characters a segment name cannot hold, get segments of their own -- */
-static int shm_entries_with(const char *part)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "ls /dev/shm | grep -c -- '%s'", part);
-    FILE *f = popen(cmd, "r");
-    int n = -1;
-    if (f) {
-        if (fscanf(f, "%d", &n) != 1)
-            n = -1;
-        pclose(f);
-    }
+    char line[512];
+    int n = 0;
+    FILE *f = fopen("/proc/net/unix", "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, part) != NULL;
+    fclose(f);
     return n;
 }
 
-int t_long_job_names(void)
+static bool fd_is(int fd, const char *what)
 {
-    char base[64], jobs[4][160], err[512];
-    vt_job_name(base, sizeof(base));
-    for (int i = 0; i < 2; i++)     /* 2 x 120 characters, the last one differs */
-        snprintf(jobs[i], sizeof(jobs[i]), "%s-%0*d%c", base, 119 - (int) strlen(base), 0,
-                 'A' + i);
-    snprintf(jobs[2], sizeof(jobs[2]), "%s/x", base);   /* "/" and ":" both become '_' */
-    snprintf(jobs[3], sizeof(jobs[3]), "%s:x", base);
-    vnode_t *v[4];
-    for (int i = 0; i < 4; i++) {
-        vnode_config_t cfg;
-        /* local rank 0 of 2: the segment stays, its creator alive, until the other attaches */
-        one_rank_cfg(&cfg, jobs[i], 2);
-        int rc = vnode_init(&cfg, &v[i], err, sizeof(err));
-        CHECK(rc == VNODE_OK, "job %d (%s): %s", i, jobs[i], err);
+    char path[64], link[128];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    ssize_t l = readlink(path, link, sizeof(link) - 1);
+    if (l < 0)
+        return false;
+    link[l] = 0;
+    return strstr(link, what) != NULL;
+}
+
+static int nn_body(vt_ctx_t * c)
+{
+    vnode_t *v;
+    char name[64];
+    CHECK(vnode_init(&c->cfg, &v, NULL, 0) == VNODE_OK, "init");
+    if (c->rank == 0) {
+        uint64_t key = vnode_key(v);
+        snprintf(name, sizeof(name), "@amlapi-vnode-%u-%016llx", (unsigned) geteuid(),
+                 (unsigned long long) key);
+        CHECK(key != 0 && unix_names_with(name) == 1, "key %#llx: %d sockets named %s",
+              (unsigned long long) key, unix_names_with(name), name);
+        memcpy(c->scratch, name, sizeof(name));
+        /* the segment exists now, with no name: a crash from here leaves nothing */
+        CHECK(vt_shm_entries() == 0, "/dev/shm has an entry between init and attach");
     }
-    CHECK(shm_entries_with(base) == 4, "%d segments for 4 jobs", shm_entries_with(base));
-    for (int i = 0; i < 4; i++)
-        vnode_finalize(v[i]);
-    CHECK(shm_entries_with(base) == 0, "segments left: %d", shm_entries_with(base));
+    CHECK_OK(v, vt_attach(c, v));
+    CHECK(unix_names_with(c->scratch) == 0, "%s is still there after attach", c->scratch);
+    CHECK(unix_names_with("amlapi") == 0, "a unix socket named amlapi-... after attach");
+    CHECK(fd_is(vnode_doorbell_fd(v), "eventfd"), "the doorbell is not an eventfd");
+    CHECK(vt_shm_entries() == 0, "/dev/shm has an entry");
+    vt_barrier(c);
+    vnode_finalize(v);
     return 0;
 }
 
-/* -- segment_owner: a rank attaches only to a segment of its uid that no one else may open
- * (one made by another user under the job's name is refused) -- */
-int t_segment_owner(void)
+int t_no_names(void)
 {
-    if (geteuid() != 0) {
-        printf("needs root (to give a segment another owner)\n");
-        return VT_SKIP;
+    vt_opts_t o = {.killed_rank = -1 };
+    return vt_run(3, nn_body, &o);
+}
+
+/* -- hand_foreign: local rank 0 hands the segment only to a process of its uid, once per
+ * local index: another user's connection, a malformed request and a second request for an
+ * index already served are refused, and the ranks of the job still attach -- */
+static int foreign_request(const char *name, uid_t uid, uint32_t magic, uint32_t local)
+{
+    fflush(NULL);
+    pid_t p = fork();
+    if (p == 0) {
+        if (uid && setuid(uid) != 0)
+            _exit(2);
+        struct sockaddr_un a = {.sun_family = AF_UNIX };
+        size_t n = strlen(name + 1);
+        memcpy(a.sun_path + 1, name + 1, n);
+        int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        if (s < 0 || connect(s, (struct sockaddr *) &a,
+                             (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0)
+            _exit(3);
+        /* a request as a rank makes it: its header and its doorbell */
+        uint32_t q[6] = { magic, local, 0, 0, 0, 0 };
+        int bell = eventfd(0, 0);
+        char cbo[CMSG_SPACE(sizeof(int))];
+        struct iovec qo = { q, sizeof(q) };
+        struct msghdr mo = {.msg_iov = &qo,.msg_iovlen = 1,.msg_control = cbo,
+            .msg_controllen = sizeof(cbo)
+        };
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mo);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &bell, sizeof(int));
+        if (bell < 0 || sendmsg(s, &mo, MSG_NOSIGNAL) != sizeof(q))
+            _exit(0);   /* closed at once: refused */
+        /* refused: the connection closes without any descriptor */
+        char buf[64], cb[CMSG_SPACE(sizeof(int))];
+        struct iovec io = { buf, sizeof(buf) };
+        struct msghdr m = {.msg_iov = &io,.msg_iovlen = 1,.msg_control = cb,
+            .msg_controllen = sizeof(cb)
+        };
+        struct pollfd pf = { s, POLLIN, 0 };
+        if (poll(&pf, 1, 10000) != 1)
+            _exit(5);
+        ssize_t r = recvmsg(s, &m, 0);
+        _exit(r > 0 ? 6 : 0);  /* anything but the end (or a reset): it was served */
     }
-    char job[64], err[512], name[160];
+    int st;
+    waitpid(p, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+int t_hand_foreign(void)
+{
+    char job[64], name[64], err[512];
     vnode_config_t cfg;
-    vnode_t *v0, *v1;
-    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 2);
-    CHECK(vnode_init(&cfg, &v0, err, sizeof(err)) == VNODE_OK, "local rank 0: %s", err);
-    snprintf(name, sizeof(name), "/amlapi-%u-%s", (unsigned) geteuid(), job);
-    struct { uid_t uid; mode_t mode; const char *want; } cases[] = {
-        { 12345, 0600, "belongs to uid 12345 with mode 600" },
-        { 0, 0666, "belongs to uid 0 with mode 666" },
-    };
-    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int fd = shm_open(name, O_RDWR, 0);
-        CHECK(fd >= 0 && fchown(fd, cases[i].uid, (gid_t) -1) == 0 &&
-              fchmod(fd, cases[i].mode) == 0, "re-owning %s: %s", name, strerror(errno));
-        close(fd);
-        cfg.local = 1;
-        cfg.attach_timeout_ms = 2000;
-        CHECK(vnode_init(&cfg, &v1, err, sizeof(err)) == VNODE_OK, "local rank 1: %s", err);
-        int rc = vnode_attach(v1);
-        fprintf(stderr, "  (%s)\n", vnode_error(v1));
-        CHECK(rc != VNODE_OK && strstr(vnode_error(v1), cases[i].want), "case %u: attach -> %d",
-              i, rc);
-        vnode_finalize(v1);
+    vnode_t *v;
+    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 3);
+    cfg.attach_timeout_ms = 4000;
+    CHECK(vnode_init(&cfg, &v, err, sizeof(err)) == VNODE_OK, "init: %s", err);
+    snprintf(name, sizeof(name), "@amlapi-vnode-%u-%016llx", (unsigned) geteuid(),
+             (unsigned long long) vnode_key(v));
+    /* the requests come from other processes while local rank 0 serves in vnode_attach;
+     * foreign_request exits 0 when closed without the segment. A valid request for index 2
+     * waits for index 1, which never comes: when rank 0 gives up, it too gets nothing. */
+    fflush(NULL);
+    pid_t p2 = fork();
+    if (p2 == 0)
+        _exit(foreign_request(name, 0, 0x766e6864u, 2));
+    pid_t p = fork();
+    if (p == 0) {
+        struct { uid_t uid; uint32_t magic, local; int want; const char *what; } q[] = {
+            { 0, 0x766e6864u, 2, 0, "local index 2 was accepted twice" },
+            { 12345, 0x766e6864u, 1, 0, "another user was served" },
+            { 0, 0x12345678u, 1, 0, "a request with a bad magic was served" },
+            { 0, 0x766e6864u, 7, 0, "local index 7 of 3 was served" },
+            { 0, 0x766e6864u, 0, 0, "local index 0 was served" },
+        };
+        vt_sleep_ms(300);       /* after the first request of index 2 */
+        for (unsigned i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+            if (q[i].uid && geteuid() != 0)
+                continue;       /* another user needs root */
+            int rc = foreign_request(name, q[i].uid, q[i].magic, q[i].local);
+            if (rc != q[i].want) {
+                fprintf(stderr, "request %u: %s (%d)\n", i, q[i].what, rc);
+                _exit(1);
+            }
+        }
+        _exit(0);
     }
-    vnode_finalize(v0);
-    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
+    int rc = vnode_attach(v, 0), st;
+    fprintf(stderr, "  (%s)\n", vnode_error(v));
+    waitpid(p, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the requests were not answered as expected");
+    waitpid(p2, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "index 2 got the segment though 1 never came "
+          "(%#x)", st);
+    int refused = geteuid() == 0 ? 5 : 4;
+    char want[64];
+    snprintf(want, sizeof(want), "local ranks 1 (1 of 3) never attached (%d requests refused)",
+             refused);
+    CHECK(rc == VNODE_ERR_TIMEOUT && strstr(vnode_error(v), want), "attach -> %d", rc);
+    vnode_finalize(v);
     return 0;
 }
 
@@ -531,8 +575,8 @@ int t_alone(void)
     vnode_t *v;
     one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 1);
     CHECK(vnode_init(&cfg, &v, NULL, 0) == VNODE_OK, "init");
-    CHECK_OK(v, vnode_attach(v));
-    CHECK(vt_shm_entries(job) == 0, "/dev/shm has an entry");
+    CHECK_OK(v, vnode_attach(v, 0));
+    CHECK(vt_shm_entries() == 0, "/dev/shm has an entry");
     CHECK(vnode_single_copy(v) == 1, "single copy to itself is off");
     CHECK(vnode_arm(v) == VNODE_OK, "arm");
     CHECK(vnode_poll(v, count_rx, NULL) == 0, "poll");
@@ -646,42 +690,102 @@ int t_watch_finalize(void)
     return vt_run(2, wf_body, &o);
 }
 
-/* -- bell_foreign: a datagram that no rank of the job sent (here from another uid when root)
- * wakes a sleeping rank once, and is gone after it: the next sleep sleeps -- */
-int t_bell_foreign(void)
+/* -- bell_nlocal: a node of many ranks (each holds every doorbell, more descriptors than
+ * one message carries) attaches, and every doorbell wakes its rank -- */
+static int bn_body(vt_ctx_t * c)
 {
-    char job[64], name[108];
-    vnode_config_t cfg;
-    vnode_t *v;
-    one_rank_cfg(&cfg, vt_job_name(job, sizeof(job)), 1);
-    CHECK(vnode_init(&cfg, &v, NULL, 0) == VNODE_OK, "init");
-    CHECK_OK(v, vnode_attach(v));
-    int fd = vnode_doorbell_fd(v);
-    struct pollfd p = { fd, POLLIN, 0 };
-    struct sockaddr_un a = { .sun_family = AF_UNIX };
-    int n = snprintf(name, sizeof(name), "amlapi-%u-%s-0", (unsigned) geteuid(), job);
-    memcpy(a.sun_path + 1, name, (size_t) n);
-    socklen_t alen = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + n);
-    for (int round = 0; round < 2; round++) {
-        CHECK(vnode_arm(v) == VNODE_OK, "arm");
-        if (round == 0) {
-            fflush(NULL);
-            pid_t c = fork();
-            if (c == 0) {
-                if (geteuid() == 0 && setuid(12345) != 0)
-                    _exit(2);
-                int s = socket(AF_UNIX, SOCK_DGRAM, 0);
-                _exit(s >= 0 && sendto(s, "x", 1, 0, (struct sockaddr *) &a, alen) == 1 ? 0 : 3);
-            }
-            int st;
-            waitpid(c, &st, 0);
-            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the foreign sender failed (%#x)", st);
-            CHECK(poll(&p, 1, 2000) == 1, "the datagram did not wake the doorbell");
-        } else {
-            CHECK(poll(&p, 1, 200) == 0, "the doorbell is still readable after the wake");
-        }
-        vnode_disarm(v);
+    /* every rank but 0 arms and sleeps; rank 0 sends one packet to each */
+    if (c->rank != 0) {
+        struct pollfd p = { vnode_doorbell_fd(c->v), POLLIN, 0 };
+        CHECK(vnode_arm(c->v) == VNODE_OK, "arm");
+        vt_barrier(c);
+        CHECK(poll(&p, 1, 20000) == 1, "rank %d: the doorbell did not ring", c->rank);
+        int got = 0;
+        while (got == 0)
+            CHECK(vnode_poll(c->v, count_rx, &got) >= 0, "poll: %s", vnode_error(c->v));
+        CHECK(got == 1, "rank %d: %d packets", c->rank, got);
+    } else {
+        int none = 0;
+        vt_barrier(c);
+        for (int r = 1; r < c->size; r++)
+            while (vnode_send(c->v, r, "x", 1, NULL, 0) == VNODE_AGAIN)
+                vnode_poll(c->v, count_rx, &none);
     }
-    vnode_finalize(v);
+    vt_barrier(c);
+    return 0;
+}
+
+static void bn_cfg(vnode_config_t * cfg, void *arg)
+{
+    cfg->max_pkt = 256;         /* small rings: 203 * 202 of them */
+    cfg->ring_bytes = 0;
+}
+
+int t_bell_nlocal(void)
+{
+    vt_opts_t o = {.setup = 1,.killed_rank = -1,.cfg_hook = bn_cfg };
+    return vt_run(203, bn_body, &o);
+}
+
+/* -- ptracer: under Yama's ptrace_scope 1 a rank lets only the nearest common ancestor of the
+ * node's ranks (the launcher's proxy) and its descendants read it: that ancestor, found
+ * through /proc, for siblings, a parent and its child, and a grandchild -- */
+int t_ptracer(void)
+{
+    int go[2];
+    CHECK(pipe(go) == 0, "pipe");
+    fflush(NULL);
+    pid_t a = fork();
+    if (a == 0) {
+        pid_t b = fork();
+        if (b == 0) {
+            char c;
+            if (read(go[0], &c, 1) < 0)
+                _exit(1);
+            _exit(0);
+        }
+        char c;
+        if (read(go[0], &c, 1) < 0)
+            _exit(1);
+        waitpid(b, NULL, 0);
+        _exit(0);
+    }
+    pid_t a2 = fork();
+    if (a2 == 0) {
+        char c;
+        if (read(go[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    /* a's child b: the first child process of a, found through /proc */
+    pid_t b = 0;
+    for (int i = 0; i < 200 && !b; i++) {
+        char path[64], line[64];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) a, (int) a);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fgets(line, sizeof(line), f))
+                b = (pid_t) atoi(line);
+            fclose(f);
+        }
+        if (!b)
+            vt_sleep_ms(5);
+    }
+    CHECK(b > 0, "no grandchild");
+    uint64_t me = (uint64_t) getpid();
+    uint64_t sib[2] = { (uint64_t) a, (uint64_t) a2 }, pc[2] = { (uint64_t) a, (uint64_t) b };
+    uint64_t deep[3] = { (uint64_t) b, (uint64_t) a2, me }, one[1] = { (uint64_t) b };
+    CHECK(vnode_common_ancestor(sib, 2) == (pid_t) me, "siblings: %d, not their parent %d",
+          (int) vnode_common_ancestor(sib, 2), (int) me);
+    CHECK(vnode_common_ancestor(pc, 2) == a, "parent and child: %d, not the parent %d",
+          (int) vnode_common_ancestor(pc, 2), (int) a);
+    CHECK(vnode_common_ancestor(deep, 3) == (pid_t) me, "grandchild, child, self: %d, not %d",
+          (int) vnode_common_ancestor(deep, 3), (int) me);
+    CHECK(vnode_common_ancestor(one, 1) == b, "one rank: %d, not itself %d",
+          (int) vnode_common_ancestor(one, 1), (int) b);
+    if (write(go[1], "xxx", 3) != 3)
+        return 1;
+    waitpid(a, NULL, 0);
+    waitpid(a2, NULL, 0);
     return 0;
 }

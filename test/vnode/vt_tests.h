@@ -25,13 +25,13 @@ int t_noshm(void);
 int t_auto_ring(void);
 int t_attach_timeout(void);
 int t_mismatch(void);
-int t_stale(void);
+int t_no_names(void);
 int t_alone(void);
-int t_long_job_names(void);
-int t_segment_owner(void);
+int t_hand_foreign(void);
 int t_shared_forged(void);
 int t_watch_finalize(void);
-int t_bell_foreign(void);
+int t_bell_nlocal(void);
+int t_ptracer(void);
 int t_basic(void);
 
 /* vt_copy_tests.c */

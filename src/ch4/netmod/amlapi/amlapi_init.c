@@ -245,8 +245,8 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Bytes of each vnode FIFO; a node's /dev/shm segment holds n*(n-1) of them for n ranks: lower
-        it when /dev/shm is small. 0 (default): the largest of 512, 256, 128 KiB whose n-1 rings fit
+        Bytes of each vnode FIFO; a node's shared segment holds n*(n-1) of them for n ranks: lower
+        it when memory is short. 0 (default): the largest of 512, 256, 128 KiB whose n-1 rings fit
         in 2 MiB, else 64 KiB. Else 4096 to 1073741824, rounded up to a power of two and 4 packets.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY
@@ -589,13 +589,16 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
 }
 
 /* Said once per node: the node forbids single copy, so large on-node messages are copied
- * through the FIFOs (slower, and more memory at the receiver). */
+ * through the FIFOs (slower, and more memory at the receiver); or, under Yama's ptrace_scope
+ * 1, the ranks had no common ancestor to declare as their ptracer, so they let any process of
+ * their user read them. */
 static void warn_no_single_copy(void)
 {
-    int64_t peers = 0, sc = 0;
+    int64_t peers = 0, sc = 0, any = 0;
     int first = 0;
     aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_VNODE_PEERS, &peers);
     aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_VNODE_SINGLE_COPY, &sc);
+    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_VNODE_PTRACER_ANY, &any);
     /* the first rank of the node says it */
     while (MPIR_Process.node_map[first] != MPIR_Process.node_map[MPIR_Process.rank])
         first++;
@@ -604,6 +607,10 @@ static void warn_no_single_copy(void)
                 "ranks on the node of rank %d (Yama ptrace_scope, seccomp or user namespaces): "
                 "large on-node messages are copied through shared-memory FIFOs instead\n",
                 MPIR_Process.rank);
+    if (peers > 0 && any && first == MPIR_Process.rank)
+        fprintf(stderr, "amlapi: Yama's ptrace_scope is 1 and the ranks on the node of rank %d "
+                "have no common ancestor below init: for single copy each lets any process of "
+                "its user read its memory (PR_SET_PTRACER_ANY)\n", MPIR_Process.rank);
 }
 
 int MPIDI_AMLAPI_init_world(void)

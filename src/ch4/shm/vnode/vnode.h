@@ -3,18 +3,19 @@
  * mode"): the on-node half of aml's transports. No MPICH and no aml header: it moves opaque
  * packets between the ranks of one node and copies bytes between their address spaces.
  *
- * - One segment per node and job (POSIX shm, mode 0600, a name unique per job and node),
- *   created by local rank 0, attached by every local rank and unlinked as soon as all have
- *   attached: a crash after MPI_Init leaves nothing in /dev/shm.
+ * - One segment per node and job, an anonymous memfd that local rank 0 creates and hands to
+ *   every local rank over a unix socket whose name is a random key the embedder passes on
+ *   and whose ends check each other's uid: nothing in /dev/shm, nothing anyone outside the
+ *   job can open, nothing a crash at any moment leaves behind.
  * - One single-producer/single-consumer ring per ordered pair of local ranks, in 16-byte
  *   units; a packet takes vnode_rec_units(hlen + len) consecutive units (a 4-byte header up
  *   to 252 bytes, else 16), so two small MPI messages share the cache line handed from
  *   sender to receiver. The receiver never scans all
  *   N-1 rings: it polls a few recently active peers directly and the rest through a
  *   per-receiver summary bitmap that senders set (vnode_ring.c says how the two meet).
- * - Doorbells: a receiver about to sleep says so in the segment; a sender that sees it sends
- *   a datagram to the receiver's abstract unix socket, whose fd the receiver sleeps on (with
- *   UCX's, in one epoll set): nothing in the file system, gone with the process.
+ * - Doorbells: a receiver about to sleep says so in the segment; a sender that sees it adds
+ *   1 to the receiver's eventfd (handed out with the segment), which the receiver sleeps on
+ *   (with UCX's, in one epoll set).
  * - Single copy: process_vm_readv / process_vm_writev between local ranks, allowed or not
  *   for the whole node (probed at attach); without it large messages go as packets.
  *
@@ -34,7 +35,7 @@ typedef struct vnode vnode_t;
 #define VNODE_AGAIN         1   /* vnode_send: no room in the ring now, nothing written;
                                  * vnode_arm: packets are pending, do not sleep */
 #define VNODE_ERR_INVAL    -1   /* bad argument or configuration */
-#define VNODE_ERR_NOSPACE  -2   /* /dev/shm has no room for the segment */
+#define VNODE_ERR_NOSPACE  -2   /* the node has no memory for the segment */
 #define VNODE_ERR_SYS      -3   /* a system call failed */
 #define VNODE_ERR_MALFORMED -4  /* a bad record arrived: fatal, the message names the peer */
 #define VNODE_ERR_NOTSUP   -5   /* single copy is not allowed on this node */
@@ -42,9 +43,6 @@ typedef struct vnode vnode_t;
 /* Every error leaves a message (what failed, the numbers, the peer) in vnode_error(). */
 
 typedef struct vnode_config {
-    const char *job;            /* unique per job and node (e.g. the launcher's job id and a
-                                 * node id): names the segment and the doorbells; characters
-                                 * other than [A-Za-z0-9._-] are replaced, at most 96 used */
     int nlocal;                 /* ranks on this node (in this segment), 1..VNODE_MAX_LOCAL */
     int local;                  /* this rank's index among them, 0..nlocal-1 */
     size_t ring_bytes;          /* bytes of units per ordered pair: rounded up to a power of
@@ -53,8 +51,8 @@ typedef struct vnode_config {
     size_t max_pkt;             /* largest hlen + len of a packet */
     int direct;                 /* peers a receiver polls directly, 0..VNODE_MAX_DIRECT; the
                                  * others reach it through its summary bitmap */
-    uint64_t shm_free;          /* 0: the free bytes of /dev/shm (statvfs); else this many
-                                 * (tests force a too-small /dev/shm with it) */
+    uint64_t shm_free;          /* 0: the memory the node has available (MemAvailable); else
+                                 * this many bytes (tests force too little with it) */
     int attach_timeout_ms;      /* vnode_attach waits this long for the other local ranks
                                  * (0: 60000) */
     size_t share_min;           /* vnode_copy_shared shares copies of at least this many
@@ -80,24 +78,29 @@ static inline uint64_t vnode_rec_units(size_t body)
 }
 
 void vnode_config_default(vnode_config_t * cfg);
-/* The segment's size for cfg (the bytes /dev/shm must have free). */
+/* The segment's size for cfg (the memory it takes). */
 size_t vnode_segment_bytes(const vnode_config_t * cfg);
 /* The default ring size for nlocal ranks (ring_bytes = 0) */
 size_t vnode_auto_ring(int nlocal);
 
 /* Setup, in two steps with the embedder's exchange (a barrier) between them:
- * vnode_init: local rank 0 checks /dev/shm's free space (VNODE_ERR_NOSPACE names the bytes
- * needed and free), creates the segment (O_EXCL, 0600), reserves its memory (fallocate, so a
- * full /dev/shm is an error here and never a SIGBUS later) and initializes it; every rank
- * binds its doorbell socket. On failure *out is NULL and err (if given) holds the message. */
+ * vnode_init: local rank 0 checks the node's available memory (VNODE_ERR_NOSPACE names the
+ * bytes needed and available), creates the segment, reserves its memory (fallocate, so too
+ * little is an error here and never a SIGBUS later), initializes it, makes every rank's
+ * doorbell and listens for the other local ranks under a random key (vnode_key). On failure
+ * *out is NULL and err (if given) holds the message. */
 int vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t errlen);
-/* vnode_attach: after every local rank's vnode_init returned. Maps the segment, publishes
- * this rank's pid, waits (attach_timeout_ms) until every local rank attached -- the last to
- * attach unlinks the name -- then probes single copy from a peer (Yama ptrace_scope,
- * PR_SET_PTRACER, seccomp and user namespaces can forbid it) and waits until every local rank
- * probed: single copy is on for the node only if it works for all. */
-int vnode_attach(vnode_t * v);
-/* Unmaps, closes the doorbell, unlinks the name if nobody did yet. Safe after any failure. */
+/* Local rank 0's key, which the embedder's exchange carries to the other local ranks (never
+ * 0 there when nlocal > 1; 0 on the other ranks). Only ranks of the job should learn it. */
+uint64_t vnode_key(const vnode_t * v);
+/* vnode_attach: after every local rank's vnode_init returned, with local rank 0's key (rank 0
+ * itself ignores it). Local rank 0 hands the segment and the doorbells to each other local
+ * rank, which maps it; then each publishes its pid, waits (attach_timeout_ms) until every
+ * local rank attached, probes single copy from a peer (Yama ptrace_scope, PR_SET_PTRACER,
+ * seccomp and user namespaces can forbid it) and waits until every local rank probed: single
+ * copy is on for the node only if it works for all. */
+int vnode_attach(vnode_t * v, uint64_t key);
+/* Unmaps, closes the doorbells. Safe after any failure. */
 void vnode_finalize(vnode_t * v);
 const char *vnode_error(const vnode_t * v);
 /* The local index of the peer the last error concerns (a malformed record's sender, a single
@@ -139,6 +142,10 @@ int vnode_doorbell_fd(const vnode_t * v);
 /* -- single copy -- */
 /* 1 when process_vm_readv/writev work between every pair of local ranks (after attach). */
 int vnode_single_copy(const vnode_t * v);
+/* 1 when Yama's ptrace_scope is 1 and no common ancestor of the node's ranks was found, so
+ * this rank let any process of its uid read it (PR_SET_PTRACER_ANY); else it let only the
+ * ranks' nearest common ancestor (the launcher's proxy) and its descendants. */
+int vnode_ptracer_any(const vnode_t * v);
 /* Copies len bytes at peer's address raddr into dst (read) / from src to peer's raddr
  * (write), looping over partial transfers: VNODE_OK, VNODE_ERR_NOTSUP, or VNODE_ERR_SYS
  * (vnode_error names the peer, address and errno; e.g. the range is not mapped there). The

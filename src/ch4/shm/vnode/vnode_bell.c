@@ -1,9 +1,10 @@
 /*
- * Doorbells: how a sleeping rank is woken. Each rank binds an AF_UNIX datagram socket in the
- * abstract namespace ("\0amlapi-<uid>-<job>-<local>": nothing in the file system, gone with
- * the process) and sleeps on its fd. To sleep, a rank stores ARMED in its sleeping word,
- * fences, and looks once more for work (vnode_arm); a sender fences after publishing and, if
- * it sees ARMED, swaps it to RUNG (so one datagram per sleep) and sends one byte.
+ * Doorbells: how a sleeping rank is woken. Each rank's doorbell is an eventfd it made in
+ * vnode_init; local rank 0 gathers them and hands them all to every local rank with the
+ * segment (vnode_seg.c): no name, so nobody outside the job can ring it. To sleep, it stores ARMED in its
+ * sleeping word, fences, and looks once more for work (vnode_arm); a sender fences after
+ * publishing and, if it sees ARMED, swaps it to RUNG (so one wake per sleep) and adds 1 to
+ * the sleeper's eventfd.
  *
  * The sender's fence is only needed once its receiver may sleep. Every rank registers for
  * membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) at attach and, when that worked, starts with
@@ -24,9 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <linux/membarrier.h>
 
 static int membarrier(int cmd)
@@ -62,61 +61,28 @@ static bool become_sleepy(vnode_t * v)
     return false;
 }
 
-/* The abstract address of local rank r's doorbell. A name too long for sun_path keeps the
- * job's start and a hash of all of it. */
-static socklen_t bell_addr(const vnode_t * v, int r, struct sockaddr_un *a)
-{
-    memset(a, 0, sizeof(*a));
-    a->sun_family = AF_UNIX;
-    char *name = a->sun_path + 1;
-    size_t cap = sizeof(a->sun_path) - 1;
-    int n = snprintf(name, cap, "amlapi-%u-%s-%d", v->uid, v->job, r);
-    if (n < 0 || (size_t) n >= cap) {
-        n = snprintf(name, cap, "amlapi-%u-%.48s-%016llx-%d", v->uid, v->job,
-                     (unsigned long long) vnode_hash_str(v->job), r);
-    }
-    return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + n);
-}
-
-int vnode_bell_open(vnode_t * v)
-{
-    struct sockaddr_un a;
-    socklen_t alen = bell_addr(v, v->local, &a);
-    v->bell_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (v->bell_fd < 0)
-        return vnode_fail(v, VNODE_ERR_SYS, "vnode: doorbell socket: %s", strerror(errno));
-    if (bind(v->bell_fd, (struct sockaddr *) &a, alen) < 0) {
-        int e = errno;
-        return vnode_fail(v, VNODE_ERR_SYS, "vnode: binding doorbell @%s: %s%s", a.sun_path + 1,
-                          strerror(e), e == EADDRINUSE ? " (is another job using the same "
-                          "job name and local rank?)" : "");
-    }
-    return VNODE_OK;
-}
-
 void vnode_bell_close(vnode_t * v)
 {
-    if (v->bell_fd >= 0)
-        close(v->bell_fd);
-    v->bell_fd = -1;
+    for (int r = 0; v->bells && r < v->nlocal; r++)
+        if (v->bells[r] >= 0) {
+            close(v->bells[r]);
+            v->bells[r] = -1;
+        }
 }
 
 void vnode_bell_ring(vnode_t * v, int peer)
 {
-    struct sockaddr_un a;
-    socklen_t alen = bell_addr(v, peer, &a);
-    char b = 0;
+    uint64_t one = 1;
     v->stats.doorbells++;
-    /* EAGAIN/ENOBUFS: its queue is full, so a wake is pending anyway; ECONNREFUSED: the peer
-     * is gone, and its death is for the embedder to notice. Nothing else is expected. */
-    while (sendto(v->bell_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *) &a,
-                  alen) < 0 && errno == EINTR);
+    /* EAGAIN: its counter is at the maximum, so a wake is pending anyway. Nothing else is
+     * expected: the descriptor stays valid whatever became of the peer. */
+    while (write(v->bells[peer], &one, sizeof(one)) < 0 && errno == EINTR);
 }
 
 void vnode_bell_drain(vnode_t * v)
 {
-    char buf[64];
-    while (recv(v->bell_fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0 || errno == EINTR);
+    uint64_t n;
+    while (read(v->bells[v->local], &n, sizeof(n)) < 0 && errno == EINTR);
 }
 
 int vnode_arm(vnode_t * v)
@@ -139,9 +105,8 @@ int vnode_arm(vnode_t * v)
 void vnode_disarm(vnode_t * v)
 {
     v->armed = false;
-    /* A sender that saw ARMED sent a datagram (or is about to: then one spurious wake). Any
-     * process may send to an abstract name, of any user: what it sent goes too, or the fd
-     * would stay readable and every later sleep would return at once. */
+    /* A sender that saw ARMED rang (or is about to: then one spurious wake): the count goes,
+     * or the fd would stay readable and every later sleep would return at once. */
     __atomic_exchange_n(&vnode_rank(v, v->local)->sleeping, VNODE_AWAKE, __ATOMIC_RELAXED);
     vnode_bell_drain(v);
 }
@@ -159,5 +124,5 @@ int vnode_test_unsleepy(vnode_t * v)
 
 int vnode_doorbell_fd(const vnode_t * v)
 {
-    return v->bell_fd;
+    return v->bells ? v->bells[v->local] : -1;
 }

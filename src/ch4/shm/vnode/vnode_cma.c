@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
 
@@ -24,18 +25,96 @@ static volatile uint64_t vnode_probe_word;
 
 void vnode_cma_publish(vnode_t * v)
 {
-    /* Yama's ptrace_scope 1 lets only ancestors ptrace a process, and process_vm_readv uses
-     * the ptrace access check, so sibling ranks could not read each other: allow every
-     * process of our uid (what scope 0 allows anyway). Scope 2 and 3 cannot be relaxed. */
-    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-    if (f) {
-        int scope = -1;
-        if (fscanf(f, "%d", &scope) == 1 && scope == 1)
-            prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-        fclose(f);
-    }
     vnode_probe_word = (uint64_t) getpid() ^ PROBE_KEY;
     vnode_rank(v, v->local)->probe_addr = (uint64_t) (uintptr_t) & vnode_probe_word;
+}
+
+/* The parent of pid from /proc/pid/stat (its fourth field; the second, the command, may hold
+ * spaces and parentheses: the last ')' ends it), or 0. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    int ppid = 0;
+    if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1 || ppid < 0)
+        return 0;
+    return (pid_t) ppid;
+}
+
+#define CHAIN_MAX 64
+
+/* The nearest process that is an ancestor of (or is) every one of pids[0..n) -- the launcher's
+ * proxy (hydra_pmi_proxy, slurmstepd) when the ranks are its children -- or 0 when none is
+ * found below init. */
+pid_t vnode_common_ancestor(const uint64_t * pids, int n)
+{
+    pid_t chain[CHAIN_MAX];
+    int depth = 0;
+    /* the first rank's ancestors, itself first */
+    for (pid_t p = (pid_t) pids[0]; p > 1 && depth < CHAIN_MAX; p = parent_of(p))
+        chain[depth++] = p;
+    int keep = 0;               /* chain[keep] is the lowest that may be common to all */
+    for (int r = 1; r < n; r++) {
+        /* walk up from this rank until a process of the chain at or above keep: what is
+         * below that one is not common to all */
+        pid_t p = (pid_t) pids[r];
+        int found = -1;
+        for (int hops = 0; p > 1 && hops < CHAIN_MAX && found < 0; hops++, p = parent_of(p))
+            for (int i = keep; i < depth; i++)
+                if (chain[i] == p) {
+                    found = i;
+                    break;
+                }
+        if (found < 0)
+            return 0;
+        if (found > keep)
+            keep = found;
+    }
+    return keep < depth ? chain[keep] : 0;
+}
+
+/* Yama's ptrace_scope 1 lets only a process's ancestors, or the one it declares with
+ * PR_SET_PTRACER and that one's descendants, ptrace it; process_vm_readv uses the ptrace
+ * access check, so sibling ranks could not read each other. Each rank declares the nearest
+ * common ancestor of the node's ranks (the launcher's proxy): the ranks, and whatever else
+ * that proxy runs, may read it, no other process. Only when none is found below init does it
+ * declare any process of its uid (PR_SET_PTRACER_ANY), and says so (vnode_ptracer_any).
+ * Scope 0 needs nothing; 2 and 3 cannot be relaxed. After vnode_attach published every pid. */
+void vnode_cma_allow(vnode_t * v)
+{
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int scope = -1;
+    if (!f)
+        return;
+    if (fscanf(f, "%d", &scope) != 1)
+        scope = -1;
+    fclose(f);
+    if (scope != 1)
+        return;
+    uint64_t *pids = malloc(v->nlocal * sizeof(uint64_t));
+    pid_t a = 0;
+    if (pids) {
+        for (int r = 0; r < v->nlocal; r++)
+            pids[r] = VNODE_LOAD(&vnode_rank(v, r)->pid, ACQUIRE);
+        a = vnode_common_ancestor(pids, v->nlocal);
+        free(pids);
+    }
+    if (a > 1 && prctl(PR_SET_PTRACER, (unsigned long) a, 0, 0, 0) == 0)
+        return;
+    v->ptracer_any = true;
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+}
+
+int vnode_ptracer_any(const vnode_t * v)
+{
+    return v->ptracer_any;
 }
 
 bool vnode_cma_probe(vnode_t * v)

@@ -28,24 +28,14 @@
 #include <time.h>
 
 #define VNODE_MAGIC_BASE   0x766e6f6465000000ULL        /* "vnode\0\0" then the version */
-#define VNODE_VERSION      4
+#define VNODE_VERSION      5
 #define VNODE_PAD_HLEN     0xFFFF       /* hlen of a PAD record: skip to the ring's start */
 #define VNODE_BATCH        64   /* packets per vnode_poll */
 #define VNODE_PEER_BATCH   16   /* packets per peer per vnode_poll, for fairness */
 #define VNODE_IDLE_DEMOTE  4096 /* empty polls before a direct peer gives up its slot */
-#define VNODE_JOB_MAX      96
 #define VNODE_RING_AUTO_MAX    (512 * 1024)     /* vnode_auto_ring */
 #define VNODE_RING_AUTO_MIN    (64 * 1024)
 #define VNODE_RING_AUTO_BUDGET (2 * 1024 * 1024)        /* a rank's inbound rings */
-
-/* FNV-1a of a string: names that must stay distinct when cut to fit */
-static inline uint64_t vnode_hash_str(const char *s)
-{
-    uint64_t h = 14695981039346656037ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char) *s) * 1099511628211ULL;
-    return h;
-}
 
 /* Monotonic milliseconds: attach deadlines, and the claimer's wait for a helper's chunk. */
 static inline double vnode_now_ms(void)
@@ -66,11 +56,10 @@ static inline double vnode_now_ms(void)
 
 typedef struct vnode_seg_hdr {
     uint64_t magic;             /* VNODE_MAGIC_BASE | VNODE_VERSION, creator, last (release) */
-    uint64_t creator_pid;       /* creator, first: a later run tells a stale segment by it */
     uint64_t nlocal, ring_bytes, max_pkt, seg_bytes;    /* creator */
     _Alignas(64) uint32_t attached;     /* every rank adds 1 in vnode_attach */
+    _Alignas(64) uint32_t allowed;      /* every rank adds 1 once it let its peers read it */
     _Alignas(64) uint32_t probed;       /* every rank adds 1 once its probe is published */
-    _Alignas(64) uint32_t unlinked;     /* 1 once someone took the job of shm_unlink */
 } vnode_seg_hdr_t;
 
 typedef struct vnode_seg_rank {
@@ -170,9 +159,7 @@ typedef struct vnode_rx {
 } vnode_rx_t;
 
 struct vnode {
-    vnode_config_t cfg;         /* cfg.job points to job[] */
-    char job[VNODE_JOB_MAX + 1];        /* sanitized */
-    char shm_name[160];
+    vnode_config_t cfg;
     unsigned uid;
     int local, nlocal;
     vnode_layout_t L;
@@ -180,11 +167,14 @@ struct vnode {
 
     char *seg;                  /* the mapping, or NULL */
     size_t seg_bytes;
-    bool created;               /* this rank shm_open'ed the name with O_CREAT */
+    int seg_fd;                 /* the segment's memfd until every rank that maps it has it */
+    int listen_fd;              /* local rank 0 until vnode_attach: where ranks fetch it */
+    uint64_t key;               /* local rank 0: the random name of listen_fd (vnode_key) */
     bool attach_tried, attached;
     int single_copy;
+    bool ptracer_any;           /* Yama: no common ancestor, any process of the uid may read us */
 
-    int bell_fd;
+    int *bells;                 /* [nlocal] every local rank's doorbell (an eventfd) */
     bool armed;                 /* this rank stored VNODE_ARMED and has not polled since */
     bool asym;                  /* registered for membarrier(GLOBAL_EXPEDITED) (vnode_bell.c) */
     bool sleepy;                /* our sleepy word is 1 */
@@ -248,7 +238,6 @@ bool vnode_rx_pending(vnode_t * v);     /* vnode_arm: a direct ring or the summa
 bool vnode_tx_room(vnode_t * v);        /* vnode_arm: a ring this rank waits on has room */
 
 /* vnode_bell.c */
-int vnode_bell_open(vnode_t * v);
 void vnode_bell_close(vnode_t * v);
 void vnode_bell_ring(vnode_t * v, int peer);
 void vnode_bell_drain(vnode_t * v);
@@ -274,7 +263,9 @@ bool vnode_watch_end(vnode_t * v);      /* at finalize: true when the segment mu
 /* vnode_cma.c */
 int vnode_cma_xfer(vnode_t * v, int peer, const struct iovec *iov, int iovcnt, uint64_t raddr,
                    size_t len, bool write);
-void vnode_cma_publish(vnode_t * v);    /* at attach: allow peers to read us, publish the probe */
+void vnode_cma_publish(vnode_t * v);    /* at attach: publish the probe word */
+void vnode_cma_allow(vnode_t * v);      /* after all attached: Yama's scope 1 relaxed for them */
+pid_t vnode_common_ancestor(const uint64_t * pids, int n);      /* vnode_cma_allow's ptracer */
 bool vnode_cma_probe(vnode_t * v);      /* after all attached: can we read the next rank? */
 
 #endif /* VNODE_IMPL_H_INCLUDED */

@@ -1,7 +1,8 @@
 /*
- * The segment: its size, creation by local rank 0 (vnode_init), attachment by every rank
- * (vnode_attach) and unlinking as soon as all attached, so that a crash after setup leaves
- * nothing in /dev/shm; plus configuration, errors, accessors and counters.
+ * The segment: its size, creation by local rank 0 (vnode_init) as an anonymous memfd, its
+ * hand-off with the doorbells to the other local ranks over a socket both ends check, and
+ * attachment by every rank (vnode_attach): nothing has a name in /dev/shm or anywhere else
+ * a crash could leave; plus configuration, errors, accessors and counters.
  */
 #define _GNU_SOURCE
 #include "vnode_impl.h"
@@ -14,9 +15,16 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stddef.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
+#include <sys/un.h>
 
 void vnode_config_default(vnode_config_t * cfg)
 {
@@ -112,108 +120,85 @@ size_t vnode_segment_bytes(const vnode_config_t * cfg)
     return vnode_layout(cfg, &L, err, sizeof(err)) == VNODE_OK ? L.total : 0;
 }
 
-/* An existing segment of our name: a leftover of a crashed run of the same job (its creator
- * is dead), which we may remove, or a live job using the same name, which we must not. */
-static bool seg_stale(vnode_t * v)
+/* The first number in a file, or UINT64_MAX (none, or "max") */
+static uint64_t file_u64(const char *path, const char *fmt)
 {
-    struct stat st;
-    int fd = shm_open(v->shm_name, O_RDONLY, 0);
-    if (fd < 0)
-        return errno == ENOENT; /* gone meanwhile: try again */
-    if (fstat(fd, &st) < 0) {
-        vnode_fail(v, 0, "vnode: fstat of the existing %s: %s", v->shm_name, strerror(errno));
-        close(fd);
-        return false;
-    }
-    if (st.st_uid != v->uid) {
-        vnode_fail(v, 0, "vnode: the shared segment %s exists and belongs to uid %u, not %u",
-                   v->shm_name, (unsigned) st.st_uid, v->uid);
-        close(fd);
-        return false;
-    }
-    uint64_t pid = 0;
-    if ((size_t) st.st_size >= sizeof(vnode_seg_hdr_t)) {
-        void *p = mmap(NULL, sizeof(vnode_seg_hdr_t), PROT_READ, MAP_SHARED, fd, 0);
-        if (p != MAP_FAILED) {
-            pid = VNODE_LOAD(&((vnode_seg_hdr_t *) p)->creator_pid, ACQUIRE);
-            munmap(p, sizeof(vnode_seg_hdr_t));
+    char line[256];
+    uint64_t x = UINT64_MAX, y;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return UINT64_MAX;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, fmt, &y) == 1) {
+            x = y;
+            break;
         }
-    }
-    close(fd);
-    if (pid != 0) {
-        if (kill((pid_t) pid, 0) < 0 && errno == ESRCH)
-            return true;
-        vnode_fail(v, 0, "vnode: the shared segment %s exists and its creator (pid %llu) is "
-                   "alive: does another job use the name \"%s\"?", v->shm_name,
-                   (unsigned long long) pid, v->job);
-        return false;
-    }
-    /* no creator recorded: one died between shm_open and mmap, or is there right now */
-    if (time(NULL) - st.st_mtime > 10)
-        return true;
-    vnode_fail(v, 0, "vnode: the shared segment %s is being created by another process",
-               v->shm_name);
-    return false;
+    fclose(f);
+    return x;
 }
 
+/* The memory the node can give the segment: MemAvailable (the kernel's estimate of what can
+ * be allocated without swapping), and no more than the room under this process's cgroup v2
+ * memory limit (a container's), which the segment's pages are charged to; or cfg.shm_free
+ * when a test sets it. */
+static uint64_t mem_available(vnode_t * v)
+{
+    if (v->cfg.shm_free)
+        return v->cfg.shm_free;
+    uint64_t kb = file_u64("/proc/meminfo", "MemAvailable: %" SCNu64 " kB");
+    uint64_t avail = kb < UINT64_MAX / 1024 ? kb * 1024 : UINT64_MAX;
+    char cg[200], path[300];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (f) {
+        /* cgroup v2: one line "0::/path" */
+        if (fgets(cg, sizeof(cg), f) && !strncmp(cg, "0::/", 4)) {
+            cg[strcspn(cg, "\n")] = 0;
+            snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", cg + 3);
+            uint64_t max = file_u64(path, "%" SCNu64);
+            snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.current", cg + 3);
+            uint64_t cur = file_u64(path, "%" SCNu64);
+            if (max != UINT64_MAX && cur != UINT64_MAX)
+                avail = avail < (max > cur ? max - cur : 0) ? avail : (max > cur ? max - cur : 0);
+        }
+        fclose(f);
+    }
+    return avail;
+}
+
+/* Local rank 0: the segment, anonymous (memfd: no name anyone could take, open or leave
+ * behind), its size sealed so that no rank can shrink it under the others, its pages reserved
+ * (a full memory is an error here, never a SIGBUS later), and initialized. */
 static int seg_create(vnode_t * v)
 {
     size_t need = v->L.total;
-    uint64_t avail = v->cfg.shm_free;
-    if (avail == 0) {
-        struct statvfs sv;
-        if (statvfs("/dev/shm", &sv) < 0)
-            return vnode_fail(v, VNODE_ERR_SYS, "vnode: statvfs(/dev/shm): %s", strerror(errno));
-        avail = (uint64_t) sv.f_bavail * sv.f_frsize;
-    }
+    uint64_t avail = mem_available(v);
     if (avail < need)
-        return vnode_fail(v, VNODE_ERR_NOSPACE, "vnode: the shared segment needs %zu bytes in "
-                          "/dev/shm, which has %llu free: lower the ring size (ring_bytes)",
-                          need, (unsigned long long) avail);
-
-    int fd = -1;
-    for (int attempt = 0; fd < 0; attempt++) {
-        fd = shm_open(v->shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (fd >= 0)
-            break;
-        if (errno != EEXIST)
-            return vnode_fail(v, VNODE_ERR_SYS, "vnode: shm_open(%s): %s", v->shm_name,
-                              strerror(errno));
-        if (attempt > 0 || !seg_stale(v)) {
-            if (!v->err[0])
-                vnode_fail(v, 0, "vnode: the shared segment %s exists", v->shm_name);
-            return VNODE_ERR_SYS;
-        }
-        shm_unlink(v->shm_name);
-    }
-    v->created = true;
-    /* the umask may have taken the owner's write bit: the others open it read-write */
-    if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t) need) < 0) {
-        int e = errno;
-        close(fd);
-        return vnode_fail(v, VNODE_ERR_SYS, "vnode: sizing %s to %zu bytes: %s", v->shm_name,
-                          need, strerror(e));
-    }
+        return vnode_fail(v, VNODE_ERR_NOSPACE, "vnode: the shared segment needs %zu bytes of "
+                          "memory, and the node has %llu available: lower the ring size "
+                          "(ring_bytes)", need, (unsigned long long) avail);
+    int fd = memfd_create("amlapi-vnode", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: memfd_create: %s", strerror(errno));
+    v->seg_fd = fd;
+    if (ftruncate(fd, (off_t) need) < 0)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: sizing the segment to %zu bytes: %s", need,
+                          strerror(errno));
+    int e = posix_fallocate(fd, 0, (off_t) need);
+    if (e == ENOSPC || e == ENOMEM)
+        return vnode_fail(v, VNODE_ERR_NOSPACE, "vnode: memory ran out reserving the %zu-byte "
+                          "shared segment: lower the ring size (ring_bytes)", need);
+    if (e)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: posix_fallocate of %zu bytes: %s", need,
+                          strerror(e));
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: sealing the segment: %s", strerror(errno));
     void *p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        int e = errno;
-        close(fd);
-        return vnode_fail(v, VNODE_ERR_SYS, "vnode: mmap of %zu bytes of %s: %s", need,
-                          v->shm_name, strerror(e));
-    }
+    if (p == MAP_FAILED)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: mmap of the %zu-byte segment: %s", need,
+                          strerror(errno));
     v->seg = p;
     v->seg_bytes = need;
     vnode_seg_hdr_t *h = vnode_hdr(v);
-    VNODE_STORE(&h->creator_pid, (uint64_t) getpid(), RELEASE);
-    /* reserve the pages now: a full /dev/shm is an error here, never a SIGBUS later */
-    int e = posix_fallocate(fd, 0, (off_t) need);
-    close(fd);
-    if (e == ENOSPC)
-        return vnode_fail(v, VNODE_ERR_NOSPACE, "vnode: /dev/shm ran out of space reserving "
-                          "the %zu-byte shared segment: lower the ring size (ring_bytes)", need);
-    if (e)
-        return vnode_fail(v, VNODE_ERR_SYS, "vnode: posix_fallocate of %zu bytes of %s: %s",
-                          need, v->shm_name, strerror(e));
     h->nlocal = v->nlocal;
     h->ring_bytes = v->L.ring_bytes;
     h->max_pkt = v->cfg.max_pkt;
@@ -222,29 +207,327 @@ static int seg_create(vnode_t * v)
     return VNODE_OK;
 }
 
-static bool job_char_ok(char c)
+/* ---- handing the segment and the doorbells to the node's ranks ----
+ * Local rank 0 listens on an abstract unix socket named by a random key, which the embedder
+ * passes to the other local ranks with its address exchange. Each connects, and each end
+ * checks the other's uid (SO_PEERCRED): a process of another user that reads the name in
+ * /proc/net/unix is refused, and none can take the name first, not knowing it. Every rank
+ * made its own doorbell (an eventfd) in vnode_init, so it can sleep on it from the start; each
+ * sends it with its request, and once all have asked, rank 0 sends each the segment's
+ * descriptor and every rank's doorbell, then closes the socket: after vnode_attach nothing of
+ * the job has a name. */
+#define HAND_MAGIC 0x766e6864u  /* "vnhd" */
+#define HAND_FDS   200          /* descriptors per message (the kernel takes up to 253) */
+
+typedef struct hand_msg {
+    uint32_t magic, local;      /* request: the rank's local index */
+    uint64_t nlocal, seg_bytes; /* reply: the segment's geometry, with its descriptor */
+} hand_msg_t;
+
+static socklen_t hand_addr(uint64_t key, unsigned uid, struct sockaddr_un *a)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-        c == '.' || c == '_' || c == '-';
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "amlapi-vnode-%u-%016llx", uid,
+                     (unsigned long long) key);
+    return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-/* The job's name in the segment's and doorbells' names: [A-Za-z0-9._-] only, at most
- * VNODE_JOB_MAX characters. A name that is longer or holds other characters keeps its start
- * and ends in a hash of all of it, so two jobs whose names differ anywhere get two segments. */
-static void job_name(const char *job, char out[VNODE_JOB_MAX + 1])
+/* Each rank holds every local rank's doorbell, and local rank 0 a connection per rank for a
+ * moment: when that leaves fewer than 256 descriptors of the soft limit to the program (more
+ * than 384 ranks under the usual 1024), the soft limit goes up by what they take. */
+static void fd_room(int nlocal)
 {
-    size_t n = strlen(job), keep = n;
-    bool changed = n > VNODE_JOB_MAX;
-    for (size_t i = 0; i < n && !changed; i++)
-        changed = !job_char_ok(job[i]);
-    if (changed && keep > VNODE_JOB_MAX - 17)
-        keep = VNODE_JOB_MAX - 17;
-    for (size_t i = 0; i < keep; i++)
-        out[i] = job_char_ok(job[i]) ? job[i] : '_';
-    out[keep] = 0;
-    if (changed)
-        snprintf(out + keep, VNODE_JOB_MAX + 1 - keep, "-%016llx",
-                 (unsigned long long) vnode_hash_str(job));
+    struct rlimit r;
+    rlim_t need = 2 * (rlim_t) nlocal, want;
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY &&
+        r.rlim_cur < need + 256 && (want = r.rlim_cur + need) > r.rlim_cur) {
+        r.rlim_cur = r.rlim_max == RLIM_INFINITY || r.rlim_max > want ? want : r.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &r);
+    }
+}
+
+static int fd_limit_fail(vnode_t * v, const char *what)
+{
+    struct rlimit r;
+    int e = errno;
+    unsigned long long lim = getrlimit(RLIMIT_NOFILE, &r) == 0 ? (unsigned long long) r.rlim_cur
+        : 0;
+    return vnode_fail(v, VNODE_ERR_SYS, "vnode: local rank %d: %s: %s; each rank holds %d "
+                      "doorbells, and the open-files limit (ulimit -n) is %llu", v->local, what,
+                      strerror(e), v->nlocal, lim);
+}
+
+static bool peer_uid_ok(int s, unsigned uid, struct ucred *cr)
+{
+    socklen_t l = sizeof(*cr);
+    memset(cr, 0, sizeof(*cr));
+    return getsockopt(s, SOL_SOCKET, SO_PEERCRED, cr, &l) == 0 && l == sizeof(*cr) &&
+        cr->uid == uid;
+}
+
+/* Every rank, in vnode_init: its doorbell; local rank 0 also the listening socket. */
+static int hand_open(vnode_t * v)
+{
+    fd_room(v->nlocal);
+    if ((v->bells[v->local] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+        return fd_limit_fail(v, "eventfd");
+    if (v->nlocal == 1 || v->local != 0)
+        return VNODE_OK;
+    while (v->key == 0)
+        if (getrandom(&v->key, sizeof(v->key), 0) != (ssize_t) sizeof(v->key))
+            return vnode_fail(v, VNODE_ERR_SYS, "vnode: getrandom: %s", strerror(errno));
+    struct sockaddr_un a;
+    socklen_t alen = hand_addr(v->key, v->uid, &a);
+    v->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (v->listen_fd < 0 || bind(v->listen_fd, (struct sockaddr *) &a, alen) < 0 ||
+        listen(v->listen_fd, v->nlocal < 128 ? v->nlocal : 128) < 0)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: the socket that hands out the segment: %s",
+                          strerror(errno));
+    return VNODE_OK;
+}
+
+/* poll for one fd until the deadline: > 0 ready, 0 timed out */
+static int wait_fd(int fd, short ev, double deadline)
+{
+    struct pollfd p = { fd, ev, 0 };
+    double left = deadline - vnode_now_ms();
+    int rc;
+    while ((rc = poll(&p, 1, left < 0 ? 0 : (int) left + 1)) < 0 && errno == EINTR);
+    return rc;
+}
+
+/* Sends hdr (or one byte) with the descriptors fds[0..n) over s. */
+static bool send_fds(int s, const void *hdr, size_t hlen, const int *fds, int n)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * HAND_FDS)];
+        struct cmsghdr align;
+    } cb;
+    char one = 0;
+    struct iovec io = { hdr ? (void *) hdr : &one, hdr ? hlen : 1 };
+    struct msghdr m = {.msg_iov = &io,.msg_iovlen = 1 };
+    memset(&cb, 0, sizeof(cb));
+    if (n > 0) {
+        m.msg_control = cb.buf;
+        m.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+    }
+    ssize_t rc;
+    while ((rc = sendmsg(s, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR);
+    return rc == (ssize_t) io.iov_len;
+}
+
+/* Receives exactly hlen bytes into hdr (or one byte) and exactly want descriptors into fds
+ * before the deadline: want, or -1 with errno (EMFILE: the kernel could not give us all the
+ * descriptors; EPROTO: the message was not what was expected). */
+static int recv_fds(int s, void *hdr, size_t hlen, int *fds, int want, double deadline)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * HAND_FDS)];
+        struct cmsghdr align;
+    } cb;
+    char one;
+    struct iovec io = { hdr ? hdr : &one, hdr ? hlen : 1 };
+    struct msghdr m = {.msg_iov = &io,.msg_iovlen = 1,.msg_control = cb.buf,
+        .msg_controllen = sizeof(cb.buf)
+    };
+    ssize_t rc;
+    if (wait_fd(s, POLLIN, deadline) <= 0) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    while ((rc = recvmsg(s, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) < 0 && errno == EINTR);
+    if (rc <= 0) {
+        if (rc == 0)
+            errno = ECONNABORTED;       /* the other end closed: it gave up */
+        return -1;
+    }
+    int got = 0;
+    for (struct cmsghdr * c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (got < want)
+                fds[got++] = fd;
+            else
+                close(fd);
+        }
+    }
+    int e = m.msg_flags & MSG_CTRUNC ? EMFILE : (size_t) rc != io.iov_len ||
+        (m.msg_flags & MSG_TRUNC) || got != want ? EPROTO : 0;
+    if (e) {
+        for (int i = 0; i < got; i++)
+            close(fds[i]);
+        errno = e;
+        return -1;
+    }
+    return got;
+}
+
+/* Local rank 0, in vnode_attach: every other local rank's request (and doorbell) once, until
+ * the deadline; then the segment and all the doorbells to each. */
+static int hand_serve(vnode_t * v, double deadline)
+{
+    int *conn = malloc(v->nlocal * sizeof(int));
+    int nserved = 0, refused = 0, rc = VNODE_OK;
+    if (!conn)
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: out of memory");
+    for (int r = 0; r < v->nlocal; r++)
+        conn[r] = -1;
+    while (nserved < v->nlocal - 1) {
+        if (wait_fd(v->listen_fd, POLLIN, deadline) <= 0)
+            break;
+        int s = accept4(v->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (s < 0 && (errno == EMFILE || errno == ENFILE)) {
+            rc = fd_limit_fail(v, "accepting a local rank");
+            break;
+        }
+        if (s < 0)
+            continue;
+        struct ucred cr;
+        hand_msg_t q;
+        int bell = -1, got = -1;
+        bool mine = peer_uid_ok(s, v->uid, &cr);
+        if (mine && (got = recv_fds(s, &q, sizeof(q), &bell, 1, vnode_now_ms() + 1000)) < 0 &&
+            errno == EMFILE) {
+            close(s);
+            rc = fd_limit_fail(v, "receiving a local rank's doorbell");
+            break;
+        }
+        /* another user, a malformed request, or an index asked for twice: refused */
+        if (!mine || got != 1 || q.magic != HAND_MAGIC || q.local < 1 || q.local >= (uint32_t) v->nlocal ||
+            conn[q.local] >= 0) {
+            if (bell >= 0)
+                close(bell);
+            refused++;
+            close(s);
+            continue;
+        }
+        conn[q.local] = s;
+        v->bells[q.local] = bell;
+        nserved++;
+    }
+    if (rc == VNODE_OK && nserved < v->nlocal - 1) {
+        char list[300] = "";
+        size_t off = 0;
+        int missing = 0;
+        for (int r = 1; r < v->nlocal; r++)
+            if (conn[r] < 0 && missing++ < 20 && off < sizeof(list))
+                off += snprintf(list + off, sizeof(list) - off, "%s%d", missing > 1 ? ", " : "",
+                                r);
+        rc = vnode_fail(v, VNODE_ERR_TIMEOUT, "vnode: local rank 0: after %d ms, local ranks "
+                        "%s%s (%d of %d) never attached (%d requests refused)",
+                        v->cfg.attach_timeout_ms, list, missing > 20 ? ", ..." : "", missing,
+                        v->nlocal, refused);
+    }
+    for (int r = 1; r < v->nlocal; r++) {
+        if (conn[r] < 0)
+            continue;
+        /* on a timeout the others get nothing: their own deadline names what failed */
+        hand_msg_t m = {.magic = HAND_MAGIC,.local = (uint32_t) r,.nlocal = (uint64_t) v->nlocal,
+            .seg_bytes = v->seg_bytes
+        };
+        bool ok = rc == VNODE_OK && send_fds(conn[r], &m, sizeof(m), &v->seg_fd, 1);
+        for (int at = 0; ok && at < v->nlocal; at += HAND_FDS)
+            ok = send_fds(conn[r], NULL, 0, v->bells + at,
+                          v->nlocal - at < HAND_FDS ? v->nlocal - at : HAND_FDS);
+        close(conn[r]);
+        if (rc == VNODE_OK && !ok)
+            rc = vnode_fail(v, VNODE_ERR_SYS, "vnode: local rank 0: handing the segment to "
+                            "local rank %d: %s", r, strerror(errno));
+    }
+    free(conn);
+    close(v->listen_fd);
+    v->listen_fd = -1;
+    return rc;
+}
+
+/* The other local ranks, in vnode_attach: the segment and the doorbells from local rank 0. */
+static int hand_fetch(vnode_t * v, uint64_t key, double deadline)
+{
+    struct sockaddr_un a;
+    socklen_t alen = hand_addr(key, v->uid, &a);
+    struct ucred cr;
+    int s = -1, rc;
+    if (key == 0)
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: no key of local rank 0 "
+                          "to attach with", v->local);
+    fd_room(v->nlocal);
+    for (;;) {
+        s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (s < 0)
+            return fd_limit_fail(v, "socket");
+        if (connect(s, (struct sockaddr *) &a, alen) == 0)
+            break;
+        int e = errno;
+        close(s);
+        /* its backlog is full (the ranks of a large node at once): again, until the deadline */
+        if (e != EAGAIN || vnode_now_ms() > deadline)
+            return vnode_fail(v, e == EAGAIN ? VNODE_ERR_TIMEOUT : VNODE_ERR_SYS,
+                              "vnode: local rank %d: connecting to local rank 0 (@%s): %s%s",
+                              v->local, a.sun_path + 1, strerror(e), e == ECONNREFUSED ?
+                              " (did local rank 0 end, or give another key?)" : "");
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    if (!peer_uid_ok(s, v->uid, &cr)) {
+        close(s);
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: @%s is held by uid %u "
+                          "(pid %d), not by this job's uid %u: refused", v->local,
+                          a.sun_path + 1, (unsigned) cr.uid, (int) cr.pid, v->uid);
+    }
+    hand_msg_t q = {.magic = HAND_MAGIC,.local = (uint32_t) v->local }, r;
+    int segfd = -1, own = v->bells[v->local];
+    if (!send_fds(s, &q, sizeof(q), &own, 1) ||
+        recv_fds(s, &r, sizeof(r), &segfd, 1, deadline) != 1) {
+        int e = errno;
+        close(s);
+        errno = e;
+        if (e == EMFILE)
+            return fd_limit_fail(v, "receiving the segment");
+        return vnode_fail(v, e == ETIMEDOUT ? VNODE_ERR_TIMEOUT : VNODE_ERR_SYS,
+                          "vnode: local rank %d: local rank 0 did not hand out the segment: %s%s",
+                          v->local, strerror(e), e == ECONNABORTED || e == ECONNRESET ?
+                          " (it gave up: its own error says why)" : "");
+    }
+    v->seg_fd = segfd;
+    if (r.magic != HAND_MAGIC || r.local != (uint32_t) v->local ||
+        r.nlocal != (uint64_t) v->nlocal) {
+        close(s);
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: local rank 0 has %llu "
+                          "local ranks, this rank %d", v->local, (unsigned long long) r.nlocal,
+                          v->nlocal);
+    }
+    rc = VNODE_OK;
+    for (int at = 0; rc == VNODE_OK && at < v->nlocal; at += HAND_FDS) {
+        int n = v->nlocal - at < HAND_FDS ? v->nlocal - at : HAND_FDS;
+        if (recv_fds(s, NULL, 0, v->bells + at, n, deadline) != n) {
+            for (int r = at; r < at + n; r++)
+                v->bells[r] = -1;
+            rc = errno == EMFILE ? fd_limit_fail(v, "receiving the doorbells") :
+                vnode_fail(v, VNODE_ERR_SYS, "vnode: local rank %d: receiving the doorbells: "
+                           "%s", v->local, strerror(errno));
+        }
+    }
+    /* this rank's own came back as a second descriptor: it sleeps on the first */
+    if (v->bells[v->local] != own && v->bells[v->local] >= 0)
+        close(v->bells[v->local]);
+    v->bells[v->local] = own;
+    close(s);
+    return rc;
+}
+
+uint64_t vnode_key(const vnode_t * v)
+{
+    return v ? v->key : 0;
 }
 
 int vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t errlen)
@@ -256,31 +539,30 @@ int vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t err
             snprintf(err, errlen, "vnode: out of memory");
         return VNODE_ERR_SYS;
     }
-    v->bell_fd = -1;
+    v->seg_fd = v->listen_fd = -1;
     int rc = vnode_layout(cfg, &v->L, v->err, sizeof(v->err));
-    if (rc == VNODE_OK && (!cfg->job || !cfg->job[0]))
-        rc = vnode_fail(v, VNODE_ERR_INVAL, "vnode: no job name");
     if (rc == VNODE_OK) {
-        job_name(cfg->job, v->job);
         v->cfg = *cfg;
-        v->cfg.job = v->job;
         v->cfg.ring_bytes = v->L.ring_bytes;
         if (v->cfg.attach_timeout_ms <= 0)
             v->cfg.attach_timeout_ms = 60000;
         v->uid = (unsigned) geteuid();
-        snprintf(v->shm_name, sizeof(v->shm_name), "/amlapi-%u-%s", v->uid, v->job);
         v->local = cfg->local;
         v->nlocal = cfg->nlocal;
         v->mask = v->L.nunits - 1;
         v->tx = calloc(v->nlocal, sizeof(*v->tx));
         v->rx = calloc(v->nlocal, sizeof(*v->rx));
-        if (!v->tx || !v->rx)
+        v->bells = malloc(v->nlocal * sizeof(int));
+        if (!v->tx || !v->rx || !v->bells)
             rc = vnode_fail(v, VNODE_ERR_SYS, "vnode: out of memory");
+        else
+            for (int r = 0; r < v->nlocal; r++)
+                v->bells[r] = -1;
     }
     if (rc == VNODE_OK && v->local == 0)
         rc = seg_create(v);
     if (rc == VNODE_OK)
-        rc = vnode_bell_open(v);
+        rc = hand_open(v);
     if (rc != VNODE_OK) {
         if (err && errlen)
             snprintf(err, errlen, "%s", v->err);
@@ -291,35 +573,20 @@ int vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t err
     return VNODE_OK;
 }
 
-/* Maps and checks the segment local rank 0 created (ranks other than 0). */
+/* Maps and checks the segment local rank 0 handed out (ranks other than 0). */
 static int seg_map(vnode_t * v)
 {
     struct stat st;
-    int fd = shm_open(v->shm_name, O_RDWR, 0);
-    if (fd < 0)
-        return vnode_fail(v, VNODE_ERR_SYS, "vnode: local rank %d: shm_open(%s): %s (did local "
-                          "rank 0 finish vnode_init, with the same job name?)", v->local,
-                          v->shm_name, strerror(errno));
-    if (fstat(fd, &st) < 0 || (size_t) st.st_size < sizeof(vnode_seg_hdr_t)) {
-        int e = errno;
-        close(fd);
-        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: %s is too small or "
-                          "unreadable (%s)", v->local, v->shm_name, strerror(e));
-    }
-    /* local rank 0 made it 0600 as our uid: one of another owner, or that others may open,
-     * is not our job's (another user got the name first) */
-    if (st.st_uid != v->uid || (st.st_mode & 077)) {
-        close(fd);
-        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: %s belongs to uid %u "
-                          "with mode %03o, not to uid %u alone: refused", v->local, v->shm_name,
-                          (unsigned) st.st_uid, (unsigned) (st.st_mode & 0777), v->uid);
-    }
-    void *p = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int e = errno;
-    close(fd);
+    int seals = fcntl(v->seg_fd, F_GET_SEALS);
+    if (fstat(v->seg_fd, &st) < 0 || (size_t) st.st_size < sizeof(vnode_seg_hdr_t) ||
+        seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL))
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: the segment from local "
+                          "rank 0 is too small or not sealed (%lld bytes, seals %#x)", v->local,
+                          (long long) st.st_size, (unsigned) seals);
+    void *p = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->seg_fd, 0);
     if (p == MAP_FAILED)
-        return vnode_fail(v, VNODE_ERR_SYS, "vnode: local rank %d: mmap of %s: %s", v->local,
-                          v->shm_name, strerror(e));
+        return vnode_fail(v, VNODE_ERR_SYS, "vnode: local rank %d: mmap of the segment: %s",
+                          v->local, strerror(errno));
     v->seg = p;
     v->seg_bytes = st.st_size;
     vnode_seg_hdr_t *h = vnode_hdr(v);
@@ -327,8 +594,8 @@ static int seg_map(vnode_t * v)
     const char *what = NULL;
     unsigned long long theirs = 0, mine = 0;
     if ((magic & ~0xffffULL) != VNODE_MAGIC_BASE)
-        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: %s is not an initialized "
-                          "vnode segment (magic %#llx)", v->local, v->shm_name,
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: local rank %d: the segment is not an "
+                          "initialized vnode segment (magic %#llx)", v->local,
                           (unsigned long long) magic);
     if ((magic & 0xffff) != VNODE_VERSION)
         what = "version", theirs = magic & 0xffff, mine = VNODE_VERSION;
@@ -380,14 +647,7 @@ static int fail_missing(vnode_t * v, const char *what, bool probe)
                       missing > 20 ? ", ..." : "", missing, v->nlocal, what);
 }
 
-/* Takes the job of unlinking the name, unless someone has. */
-static void seg_unlink(vnode_t * v)
-{
-    if (__atomic_exchange_n(&vnode_hdr(v)->unlinked, 1, __ATOMIC_ACQ_REL) == 0)
-        shm_unlink(v->shm_name);
-}
-
-int vnode_attach(vnode_t * v)
+int vnode_attach(vnode_t * v, uint64_t key)
 {
     if (!v)
         return VNODE_ERR_INVAL;
@@ -395,7 +655,15 @@ int vnode_attach(vnode_t * v)
         return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_attach called twice");
     v->attach_tried = true;
     double deadline = vnode_now_ms() + v->cfg.attach_timeout_ms;
-    int rc = v->seg ? VNODE_OK : seg_map(v);
+    int rc = VNODE_OK;
+    if (v->local == 0 && v->nlocal > 1)
+        rc = hand_serve(v, deadline);
+    else if (v->local > 0 && (rc = hand_fetch(v, key, deadline)) == VNODE_OK)
+        rc = seg_map(v);
+    if (v->seg_fd >= 0) {       /* every rank that will map it has it now */
+        close(v->seg_fd);
+        v->seg_fd = -1;
+    }
     if (rc != VNODE_OK)
         return rc;
     vnode_seg_hdr_t *h = vnode_hdr(v);
@@ -409,10 +677,17 @@ int vnode_attach(vnode_t * v)
     if (rc != VNODE_OK)
         return rc;
     VNODE_STORE(&me->pid, (uint64_t) getpid(), RELEASE);
-    if (__atomic_add_fetch(&h->attached, 1, __ATOMIC_SEQ_CST) == (uint32_t) v->nlocal)
-        seg_unlink(v);
+    __atomic_add_fetch(&h->attached, 1, __ATOMIC_SEQ_CST);
     if (!wait_count(&h->attached, v->nlocal, deadline))
         return fail_missing(v, "attached", false);
+    /* every pid is known: let the node's ranks read this one, then probe once all did */
+    vnode_cma_allow(v);
+    __atomic_add_fetch(&h->allowed, 1, __ATOMIC_SEQ_CST);
+    if (!wait_count(&h->allowed, v->nlocal, deadline))
+        return vnode_fail(v, VNODE_ERR_TIMEOUT, "vnode: local rank %d: after %d ms, %u of %d "
+                          "local ranks had let the others read them (single copy)", v->local,
+                          v->cfg.attach_timeout_ms, VNODE_LOAD(&h->allowed, ACQUIRE),
+                          v->nlocal);
 
     int ok = vnode_cma_probe(v);
     VNODE_STORE(&me->probe, ok ? 1 : 2, RELEASE);
@@ -432,14 +707,16 @@ void vnode_finalize(vnode_t * v)
     if (!v)
         return;
     if (v->seg) {
-        seg_unlink(v);
         /* a watcher thread may still wake on the segment: it stays mapped until exit */
         if (!vnode_watch_end(v))
             munmap(v->seg, v->seg_bytes);
-    } else if (v->created) {
-        shm_unlink(v->shm_name);
     }
+    if (v->seg_fd >= 0)
+        close(v->seg_fd);
+    if (v->listen_fd >= 0)
+        close(v->listen_fd);
     vnode_bell_close(v);
+    free(v->bells);
     free(v->tx);
     free(v->rx);
     free(v);

@@ -37,8 +37,8 @@ typedef enum {
     AML_ERR_STATE,              /* called in the wrong state (e.g. before aml_connect) */
     AML_ERR_CONFIG,             /* ranks disagree on a setting (aml_connect_mismatch) */
     AML_ERR_SETUP,              /* setup failed for a reason given in words: cfg->errbuf from
-                                 * aml_init, aml_error() after aml_connect (e.g. /dev/shm
-                                 * too small for the on-node segment) */
+                                 * aml_init, aml_error() after aml_connect (e.g. too
+                                 * little memory for the on-node segment) */
     AML_ERR_TIMEOUT             /* aml_add_peer: the other process did not answer in time */
 } aml_status_t;
 
@@ -110,7 +110,7 @@ typedef struct aml_config {
                                  * 65536) */
     int vnode_fence_always;     /* 1: a fence after every on-node packet, no membarrier before
                                  * a first sleep (default 0) */
-    uint64_t vnode_shm_free;    /* tests: pretend /dev/shm has this many bytes free (0: ask) */
+    uint64_t vnode_shm_free;    /* tests: pretend the node has this much memory (0: ask) */
     int keepalive_ms;           /* peers on other hosts (another hostname) use UCX's failure
                                  * handling, and a failed one is fatal, naming it; their silent
                                  * TCP connections are probed after this long (aml_ucx.c
@@ -206,7 +206,9 @@ typedef enum {
     AML_Q_VNODE_FALLBACK,       /* get: on-node messages above the single-copy threshold sent
                                  * as packets because single copy is not allowed */
     AML_Q_VNODE_SHARED_COPIES,  /* get: single copies this rank shared with their exporter */
-    AML_Q_VNODE_HELPED_BYTES    /* get: bytes this rank copied for peers' single copies */
+    AML_Q_VNODE_HELPED_BYTES,   /* get: bytes this rank copied for peers' single copies */
+    AML_Q_VNODE_PTRACER_ANY     /* get: 1 when Yama made this rank let any process of its uid
+                                 * read it (no common ancestor of the node's ranks) */
 } aml_query_t;
 
 /* For AML_Q_MSGS_SENT/AML_Q_BYTES_SENT, *val holds the protocol on entry. */

@@ -94,6 +94,7 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
         case AML_Q_VNODE_SINGLE_COPY:
         case AML_Q_VNODE_SHARED_COPIES:
         case AML_Q_VNODE_HELPED_BYTES:
+        case AML_Q_VNODE_PTRACER_ANY:
             *val = aml_vnode_stat(aml, q);
             break;
         case AML_Q_VNODE_FALLBACK:
@@ -492,9 +493,21 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
             return AML_ERR_CONFIG;
         }
     }
-    /* every local rank is here (the exchange was the barrier): map the node's segment */
-    if (aml->vnode && (rc = aml_vnode_attach(aml, aml->errmsg, sizeof(aml->errmsg))) != AML_OK)
-        return rc;
+    /* every local rank is here (the exchange was the barrier): map the node's segment, with
+     * the key local rank 0's address carries */
+    if (aml->vnode) {
+        const void *addr0 = NULL;
+        for (int i = 0; i < aml->size && !addr0; i++) {
+            addr_parts_t a;
+            int local;
+            if (i != aml->rank && address_parts((const char *) table + (size_t) i * stride,
+                                                stride, &a) && a.vl >= 24 &&
+                aml_vnode_local(aml, a.va, &local) == 1 && local == 0)
+                addr0 = a.va;
+        }
+        if ((rc = aml_vnode_attach(aml, addr0, aml->errmsg, sizeof(aml->errmsg))) != AML_OK)
+            return rc;
+    }
     /* for every peer record, those of other jobs included (untouched pages cost nothing) */
     aml->lane_eps = calloc((size_t) aml->peers_cap * aml->lanes, sizeof(aml_tport_ep_t));
     aml->hosts = calloc((size_t) aml->size, AML_HOST_MAX);

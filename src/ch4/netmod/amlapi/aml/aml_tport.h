@@ -174,7 +174,7 @@ extern const aml_tport_t aml_vnode_tport;
  * it offers (get/put only with single copy), its counters (aml_qenv), a keyless single copy
  * (aml_peer_read) */
 int aml_vnode_local(aml_t * aml, const void *addr, int *local);
-int aml_vnode_attach(aml_t * aml, char *err, size_t errlen);
+int aml_vnode_attach(aml_t * aml, const void *addr0, char *err, size_t errlen);
 int aml_vnode_watch(aml_t * aml);
 unsigned aml_vnode_caps(aml_t * aml);
 int64_t aml_vnode_stat(aml_t * aml, int q);

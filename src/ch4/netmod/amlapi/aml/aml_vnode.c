@@ -54,7 +54,7 @@ struct aml_vnode {
     int nexports;               /* ranges exported for shared copies (vnode_help) */
     bool single_copy;
     uint64_t job_hash;
-    char addr[24];              /* job hash, nlocal, local */
+    char addr[24];              /* job hash, nlocal, local, local rank 0's key (vnode_key) */
 };
 
 /* The rkey of a buffer: vnode needs no registration; the receiver checks every access against
@@ -115,7 +115,6 @@ static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
         n->rank_of[i] = -1;
     *max_hdr = aml_vnode_max_hdr();
     vnode_config_default(&vc);
-    vc.job = cfg->vnode_job;
     vc.nlocal = cfg->vnode_nlocal;
     vc.local = cfg->vnode_local;
     if (cfg->vnode_ring_bytes)
@@ -130,10 +129,11 @@ static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
     n->job_hash = fnv1a(cfg->vnode_job);
     {
         uint32_t nl = (uint32_t) cfg->vnode_nlocal, lo = (uint32_t) cfg->vnode_local;
+        uint64_t key = vnode_key(n->v);
         memcpy(n->addr, &n->job_hash, 8);
         memcpy(n->addr + 8, &nl, 4);
         memcpy(n->addr + 12, &lo, 4);
-        memset(n->addr + 16, 0, 8);
+        memcpy(n->addr + 16, &key, 8);
     }
     return AML_OK;
 }
@@ -165,11 +165,15 @@ int aml_vnode_local(aml_t * aml, const void *addr, int *local)
 }
 
 /* Maps the segment once every local rank has created its part (the embedder's address
- * exchange was the barrier): after it, whether single copy is allowed is known. */
-int aml_vnode_attach(aml_t * aml, char *err, size_t errlen)
+ * exchange was the barrier), with the key in local rank 0's address (addr0; NULL on local
+ * rank 0): after it, whether single copy is allowed is known. */
+int aml_vnode_attach(aml_t * aml, const void *addr0, char *err, size_t errlen)
 {
     struct aml_vnode *n = aml->vnode;
-    int rc = vnode_attach(n->v);
+    uint64_t key = 0;
+    if (addr0)
+        memcpy(&key, (const char *) addr0 + 16, 8);
+    int rc = vnode_attach(n->v, key);
     if (rc != VNODE_OK) {
         snprintf(err, errlen, "%s", vnode_error(n->v));
         return AML_ERR_SETUP;
@@ -621,6 +625,8 @@ int64_t aml_vnode_stat(aml_t * aml, int q)
             return (int64_t) vs.copy_bytes;
         case AML_Q_VNODE_SINGLE_COPY:
             return aml->vnode->single_copy;
+        case AML_Q_VNODE_PTRACER_ANY:
+            return vnode_ptracer_any(aml->vnode->v);
         case AML_Q_VNODE_SHARED_COPIES:
             return (int64_t) vs.shared_copies;
         case AML_Q_VNODE_HELPED_BYTES:

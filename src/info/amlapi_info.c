@@ -518,24 +518,6 @@ static void check_single_copy(int ppn, int vnode_on)
 
 /* ---- the vnode segment's memory ------------------------------------------------------ */
 
-/* MemAvailable, as vnode_init reads it: what the node can give the segment */
-static int mem_available(uint64_t * avail)
-{
-    char line[128];
-    uint64_t kb = 0;
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1)
-            break;
-    fclose(f);
-    if (!kb)
-        return -1;
-    *avail = kb < UINT64_MAX / 1024 ? kb * 1024 : UINT64_MAX;
-    return 0;
-}
-
 /* The segment vnode_init would make for ppn ranks, from the configuration aml's vn_init
  * builds: its bytes (0 when vnode refuses it: err says why) and the FIFOs' size. */
 static size_t segment_bytes(int ppn, size_t ring, size_t packet_size, size_t *ring_out,
@@ -598,10 +580,9 @@ static int check_vnode_memory(int ppn, int *vnode_on)
              "the node, avoids it)", err);
         return -1;
     }
-    if (mem_available(&avail) < 0) {
+    /* what vnode_init checks the segment against, by the same function */
+    if ((avail = vnode_mem_available()) == UINT64_MAX)
         say("  (no MemAvailable in /proc/meminfo: vnode_init cannot check either)\n");
-        avail = UINT64_MAX;
-    }
     human(need, h1, sizeof(h1));
     human(avail, h2, sizeof(h2));
     say("  segment for %d ranks: %zu bytes (%s): %d x %d FIFOs of %zu bytes%s%s\n", ppn, need,

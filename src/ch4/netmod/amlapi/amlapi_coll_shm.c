@@ -55,7 +55,6 @@
 #include "amlapi_impl.h"
 #include "amlapi_win.h"
 #include "uthash.h"
-#include <sys/statvfs.h>
 
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
@@ -259,16 +258,16 @@ static size_t ring_bytes(MPIR_Comm * comm)
     return r < CS_RING_MIN ? CS_RING_MIN : r;
 }
 
-/* MPIDU_shm_alloc over comm, or *fail (at every rank alike) when some rank's /dev/shm lacks
- * room: tmpfs grants pages as they are touched, so a segment beyond its room would end in
- * SIGBUS at the first collective that reaches the missing pages, not in an error. */
+/* MPIDU_shm_alloc over comm, or *fail (at every rank alike) when some rank's node lacks the
+ * memory: shared memory is granted page by page as it is touched, so a segment beyond what
+ * the node has would end in the OOM killer at the first collective that reaches the missing
+ * pages, not in an error. */
 static int shm_alloc_checked(MPIR_Comm * comm, size_t len, void **base, bool * fail)
 {
     int mpi_errno, room = 1, all;
-    struct statvfs sv;
     MPIR_Errflag_t ef = MPIR_ERR_NONE;
 
-    if (statvfs("/dev/shm", &sv) == 0 && (unsigned long long) sv.f_bavail * sv.f_frsize < len)
+    if (aml_node_memory() < len)
         room = 0;
     mpi_errno = MPIR_Allreduce_impl(&room, &all, 1, MPI_INT, MPI_MIN, comm, &ef);
     if (mpi_errno)

@@ -80,6 +80,9 @@ static inline uint64_t vnode_rec_units(size_t body)
 void vnode_config_default(vnode_config_t * cfg);
 /* The segment's size for cfg (the memory it takes). */
 size_t vnode_segment_bytes(const vnode_config_t * cfg);
+/* The memory the node can give a shared segment: MemAvailable, within this process's cgroup
+ * v2 memory limit (UINT64_MAX when neither is known). */
+uint64_t vnode_mem_available(void);
 /* The default ring size for nlocal ranks (ring_bytes = 0) */
 size_t vnode_auto_ring(int nlocal);
 

@@ -137,14 +137,11 @@ static uint64_t file_u64(const char *path, const char *fmt)
     return x;
 }
 
-/* The memory the node can give the segment: MemAvailable (the kernel's estimate of what can
- * be allocated without swapping), and no more than the room under this process's cgroup v2
- * memory limit (a container's), which the segment's pages are charged to; or cfg.shm_free
- * when a test sets it. */
-static uint64_t mem_available(vnode_t * v)
+/* The memory the node can give a shared segment: MemAvailable (the kernel's estimate of what
+ * can be allocated without swapping), and no more than the room under this process's cgroup
+ * v2 memory limit (a container's), which the segment's pages are charged to. */
+uint64_t vnode_mem_available(void)
 {
-    if (v->cfg.shm_free)
-        return v->cfg.shm_free;
     uint64_t kb = file_u64("/proc/meminfo", "MemAvailable: %" SCNu64 " kB");
     uint64_t avail = kb < UINT64_MAX / 1024 ? kb * 1024 : UINT64_MAX;
     char cg[200], path[300];
@@ -163,6 +160,12 @@ static uint64_t mem_available(vnode_t * v)
         fclose(f);
     }
     return avail;
+}
+
+/* ... or cfg.shm_free when a test sets it */
+static uint64_t mem_available(vnode_t * v)
+{
+    return v->cfg.shm_free ? v->cfg.shm_free : vnode_mem_available();
 }
 
 /* Local rank 0: the segment, anonymous (memfd: no name anyone could take, open or leave

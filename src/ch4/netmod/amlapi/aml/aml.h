@@ -422,6 +422,9 @@ int aml_get_direct(aml_t * aml, aml_xkey_t * k, uint64_t raddr, void *dst, size_
  * AML_ERR_NOT_SUPPORTED when peer is not reached through vnode or its node forbids single
  * copy; every pair of a node's ranks gets the same answer. */
 int aml_peer_read(aml_t * aml, int peer, void *dst, uint64_t raddr, size_t len);
+/* The memory this node can give a shared segment (vnode's measure for its own segment:
+ * MemAvailable within the cgroup's limit; UINT64_MAX when unknown). */
+uint64_t aml_node_memory(void);
 
 typedef enum {
     AML_RMW_FETCH_ADD = 1,      /* *tgt += in[0] */

@@ -659,3 +659,8 @@ const aml_tport_t aml_vnode_tport = {
     .arm = vn_arm,
     .event_fd = vn_event_fd,
 };
+
+uint64_t aml_node_memory(void)
+{
+    return vnode_mem_available();
+}

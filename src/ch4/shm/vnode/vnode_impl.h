@@ -232,6 +232,12 @@ static inline vnode_xslot_t *vnode_xslot(const vnode_t * v, int r, unsigned i)
     return (vnode_xslot_t *) (v->seg + v->L.off_exports) + (size_t) r * VNODE_EXPORTS + i;
 }
 
+/* vnode_hand.c: local rank 0's listening socket and every rank's doorbell (vnode_init);
+ * rank 0 serving the segment and the doorbells, the others fetching them (vnode_attach) */
+int vnode_hand_open(vnode_t * v);
+int vnode_hand_serve(vnode_t * v, double deadline);
+int vnode_hand_fetch(vnode_t * v, uint64_t key, double deadline);
+
 /* vnode_ring.c */
 int vnode_ring_setup(vnode_t * v);      /* after mapping, before publishing the attach */
 bool vnode_rx_pending(vnode_t * v);     /* vnode_arm: a direct ring or the summary has work */

@@ -1,10 +1,10 @@
 /*
  * Doorbells: how a sleeping rank is woken. Each rank's doorbell is an eventfd it made in
- * vnode_init; local rank 0 gathers them and hands them all to every local rank with the
- * segment (vnode_hand.c): no name, so nobody outside the job can ring it. To sleep, it stores
- * ARMED in its sleeping word, fences, and looks once more for work (vnode_arm); a sender fences after
- * publishing and, if it sees ARMED, swaps it to RUNG (so one wake per sleep) and adds 1 to
- * the sleeper's eventfd.
+ * vnode_init; local rank 0 gathers them and hands them all to every local rank with the segment
+ * (vnode_hand.c): no name, so nobody outside the job can ring it. To sleep, it stores ARMED in its
+ * sleeping word, fences, and looks once more for work (vnode_arm); a sender fences after publishing
+ * and, if it sees ARMED, swaps it to RUNG (so one wake per sleep) and adds 1 to the sleeper's
+ * eventfd.
  *
  * The sender's fence is only needed once its receiver may sleep. Every rank registers for
  * membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) at attach and, when that worked, starts with

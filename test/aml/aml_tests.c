@@ -2070,6 +2070,188 @@ static int t_dynamic(rank_ctx_t * c)
     return 0;
 }
 
+/* An adaptive data packet announcing a 1 TiB message: the receiver keeps the 100 bytes that
+ * came, not a buffer of the length announced (which failed, or was taken, whole). */
+static long rss_kib(void)
+{
+    char line[256];
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kib = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static int t_adapt_claim(rank_ctx_t * c)
+{
+    long before = rss_kib();
+    rx_setup(c, 1 << 20);
+    test_barrier(c);
+    if (c->rank == 0) {
+        aml_pkt_t p;
+        char data[100];
+        memset(&p, 0, sizeof(p));
+        memset(data, 1, sizeof(data));
+        p.type = AML_PKT_ADAPT_DATA;
+        p.proto = AML_PROTO_ADAPTIVE;
+        p.msg_len = (uint64_t) 1 << 40;
+        p.msg_id = 5;
+        p.addr = 4096;
+        CHECK_OK(aml_debug_send_raw(c->aml, 1, &p, sizeof(p), data, sizeof(data)));
+    } else {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            aml_progress(c->aml);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 500);
+        CHECK(rss_kib() - before < 64 * 1024, "resident memory grew from %ld to %ld KiB", before,
+              rss_kib());
+    }
+    test_barrier(c);
+    _exit(0);   /* the message never completes: no finalize */
+}
+
+/* As MPI's intercommunicator map exchange connects two jobs: each job's rank 0 adds every
+ * process of the other job before its own ranks know of them (they wait for it, progressing,
+ * as in a broadcast), then sends to each. A rank 0 that waited for each connection would wait
+ * for ranks that wait for it: aml_add_peer_async connects from progress, and the first send to
+ * a peer waits for it. */
+static int map_msgs;
+
+static int map_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    map_msgs++;
+    return 0;
+}
+
+static int t_dynamic_map(rank_ctx_t * c)
+{
+    volatile int *told = (volatile int *) ((char *) test_board(c->job ? launch_split : 0) + 520);
+    int other0 = c->job ? 0 : launch_split, nother = c->job ? launch_split : 2;
+    int peer[4];
+    const void *up;
+    size_t ul;
+
+    CHECK_OK(aml_register_handler(c->aml, 5, map_handler, NULL));
+    CHECK_OK(aml_upid(c->aml, -1, &up, &ul));
+    memcpy(test_board(c->grank), &ul, sizeof(ul));
+    memcpy((char *) test_board(c->grank) + sizeof(ul), up, ul);
+    test_barrier(c);
+    if (c->rank == 0) {
+        for (int k = 0; k < nother; k++) {
+            size_t l;
+            memcpy(&l, test_board(other0 + k), sizeof(l));
+            CHECK_OK(aml_add_peer_async(c->aml, (char *) test_board(other0 + k) + sizeof(l), l,
+                                        30000, &peer[k]));
+        }
+        *told = 1;
+        for (int k = 0; k < nother; k++)
+            CHECK_OK(aml_amsend_small(c->aml, peer[k], 5, "map", 3, NULL, 0));
+    } else {
+        while (!*told)
+            aml_progress(c->aml);
+        for (int k = 0; k < nother; k++) {
+            size_t l;
+            memcpy(&l, test_board(other0 + k), sizeof(l));
+            CHECK_OK(aml_add_peer(c->aml, (char *) test_board(other0 + k) + sizeof(l), l, 30000,
+                                  &peer[k]));
+        }
+    }
+    /* every rank 0 sends one message to each process of the other job */
+    while (map_msgs < 1)
+        aml_progress(c->aml);
+    test_barrier(c);
+    return 0;
+}
+
+/* ---- a process of another job that nobody expects (aml_listen) -------------------------- */
+/* Two jobs of two. Process 2 (job 1) knows the upid of rank 0 of job 0, which does not listen:
+ * its CONNECT requests are refused and aml_add_peer times out; a packet it sends claiming to
+ * be rank 1 of job 0 is refused too (it carries no token of rank 0). Rank 0 runs no handler,
+ * has no new peer, and counts what it refused. Then rank 0 listens: process 2 connects, and
+ * its message arrives from its own index, not from a rank of job 0. */
+static int stranger_hits, stranger_src = -1;
+
+static int stranger_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
+                            aml_recv_t * recv)
+{
+    stranger_hits++;
+    stranger_src = info->src;
+    return 0;
+}
+
+static int t_stranger(rank_ctx_t * c)
+{
+    volatile int *phase = (volatile int *) ((char *) test_board(2) + 512);
+    const void *up;
+    size_t ul;
+
+    CHECK_OK(aml_register_handler(c->aml, 5, stranger_handler, NULL));
+    CHECK_OK(aml_upid(c->aml, -1, &up, &ul));
+    memcpy(test_board(c->grank), &ul, sizeof(ul));
+    memcpy((char *) test_board(c->grank) + sizeof(ul), up, ul);
+    test_barrier(c);
+    if (c->grank == 2) {
+        const char *vu = (const char *) test_board(0) + sizeof(size_t);
+        size_t vl;
+        int64_t np;
+        int v, again, rc;
+        aml_pkt_t p;
+        memcpy(&vl, test_board(0), sizeof(vl));
+        rc = aml_add_peer(c->aml, vu, vl, 1000, &v);
+        CHECK(rc == AML_ERR_TIMEOUT, "connecting to a process that does not listen: %s",
+              aml_strerror(rc));
+        CHECK_OK(aml_qenv(c->aml, AML_Q_PEERS, &np));
+        v = (int) np - 1;       /* the record made for it */
+        memset(&p, 0, sizeof(p));
+        p.type = AML_PKT_ONE;
+        p.src = 1;              /* rank 1 of job 0 */
+        p.handler = 5;
+        p.msg_len = 4;
+        CHECK_OK(aml_debug_send_raw(c->aml, v, &p, sizeof(p), "abcd", 4));
+        c->aml->peers[v].tx_seq--;      /* it was never ours to count */
+        *phase = 1;
+        while (*phase != 2)
+            aml_progress(c->aml);
+        CHECK_OK(aml_add_peer(c->aml, vu, vl, 30000, &again));
+        CHECK(again == v, "index %d, then %d", v, again);
+        CHECK_OK(aml_amsend_small(c->aml, v, 5, "hi", 2, NULL, 0));
+        while (*phase != 3)
+            aml_progress(c->aml);
+    } else if (c->grank == 0) {
+        int64_t refused, np;
+        struct timespec t0, t;
+        while (*phase != 1)
+            aml_progress(c->aml);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {            /* the forged packet may still be on its way */
+            aml_progress(c->aml);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 300);
+        CHECK_OK(aml_qenv(c->aml, AML_Q_REFUSED, &refused));
+        CHECK_OK(aml_qenv(c->aml, AML_Q_PEERS, &np));
+        CHECK(refused >= 2, "%lld packets refused (a CONNECT request and a forged packet "
+              "at least)", (long long) refused);
+        CHECK(stranger_hits == 0, "a handler ran for a packet from outside the job");
+        CHECK(np == c->size, "%lld peers", (long long) np);
+        CHECK_OK(aml_listen(c->aml, 1));
+        *phase = 2;
+        while (!stranger_hits)
+            aml_progress(c->aml);
+        CHECK(stranger_src >= c->size, "the message of the process of another job came from "
+              "peer %d", stranger_src);
+        CHECK_OK(aml_listen(c->aml, 0));
+        CHECK(aml_listen(c->aml, 0) == AML_ERR_INVAL, "aml_listen(0) without a listen");
+        *phase = 3;
+    }
+    test_barrier(c);
+    return 0;
+}
+
 typedef struct {
     const char *name;
     int nprocs;
@@ -2121,6 +2303,7 @@ static const test_t tests[] = {
     {"reject_cmpl_get", 2, t_reject_cmpl, rndv_get},
     {"reject_cmpl_put", 2, t_reject_cmpl, rndv_put},
     {"order_stash", 4, t_order_stash, seq_reorder},
+    {"adapt_claim", 2, t_adapt_claim, NULL},
     {"order_stash_put", 4, t_order_stash, seq_reorder_put},
     {"sizes_stash", 2, t_sizes, seq_reorder},
     {"rma_stash", 3, t_rma, seq_reorder},
@@ -2178,7 +2361,7 @@ int main(int argc, char **argv)
             printf("%s\n", tests[i].name);
         for (size_t i = 0; i < sizeof(fatal_tests) / sizeof(fatal_tests[0]); i++)
             printf("%s\n", fatal_tests[i].name);
-        printf("config\nconfig_mismatch\ndynamic\nkeepalive\n");
+        printf("config\nconfig_mismatch\ndynamic\ndynamic_map\nstranger\nkeepalive\n");
         for (size_t i = 0; i < nb; i++)
             printf("%s\n", bad_cases[i].name);
         return 0;
@@ -2190,6 +2373,14 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "dynamic")) {
         launch_split = 2;
         return launch(4, t_dynamic, NULL, 120, -1, NULL);
+    }
+    if (!strcmp(argv[1], "dynamic_map")) {
+        launch_split = 2;
+        return launch(4, t_dynamic_map, NULL, 120, -1, NULL);
+    }
+    if (!strcmp(argv[1], "stranger")) {
+        launch_split = 2;
+        return launch(4, t_stranger, NULL, 120, -1, NULL);
     }
     if (!strcmp(argv[1], "config_mismatch")) {
         launch_connect_fails = mismatch_check;

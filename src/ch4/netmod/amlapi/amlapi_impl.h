@@ -75,6 +75,14 @@ typedef struct {
                               MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,   \
                               NULL, NULL, "AMLAPI", desc)
 
+/* The same, read through get(addr, obj, count, buf) when MPI_T asks: a counter of aml's */
+#define MPIDI_AMLAPI_PVAR_COUNTER_FN(name, get, desc)                                    \
+    MPIR_T_PVAR_REGISTER_impl(MPI_T_PVAR_CLASS_COUNTER, MPI_UNSIGNED_LONG_LONG, name, NULL, 1, \
+                              MPI_T_ENUM_NULL, MPI_T_VERBOSITY_USER_BASIC,               \
+                              MPI_T_BIND_NO_OBJECT,                                      \
+                              MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,   \
+                              get, NULL, "AMLAPI", desc)
+
 /* Something a netmod wait loop waits for happened outside any request (a window lock
  * granted, say): MPID_Progress_wait returns for it as it does when a request completes
  * (MPICH counts freed requests in the same counter). */

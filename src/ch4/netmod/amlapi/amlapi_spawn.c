@@ -4,12 +4,18 @@
  *   - upids: a name for each process that another job can connect to (aml_upid: the aml
  *     context's id, then UCX's network-only worker address, ~90 bytes, so it fits an MPI
  *     port name, which is 256 characters of hex);
- *   - upids to gpids: connect to the processes those names give (aml_add_peer: a CONNECT
- *     handshake, after which the process is an aml peer reached by UCX), in a new AV table
- *     whose entries keep the aml peer index (MPIDI_AMLAPI_peer reads it);
+ *   - upids to gpids: connect to the processes those names give (aml_add_peer_async: a
+ *     CONNECT handshake, after which the process is an aml peer reached by UCX; completed from
+ *     progress, since the root of an intercommunicator connects to the other group before
+ *     its own group, which the other group's processes wait for, knows of them; the first
+ *     send waits for it), in a new AV table whose entries keep the aml peer index
+ *     (MPIDI_AMLAPI_peer reads it);
  *   - dynamic_send/dynamic_recv: the small tagged messages of the connect/accept handshake,
  *     here aml messages to handler MPIDI_AMLAPI_H_DYNPROC, queued on arrival until a
  *     dynamic_recv takes them.
+ * A process of another job can connect only while a dynamic_recv waits (aml_listen): that is
+ * MPI_Comm_accept waiting for its connector (ch4_spawn.c's peer_intercomm_create); the other
+ * processes of both jobs connect to each other from upids_to_gpids, each adding the other.
  */
 
 #include "mpidimpl.h"
@@ -51,6 +57,12 @@ typedef struct dynproc_msg {
 } dynproc_msg_t;
 
 static dynproc_msg_t *arrived, **arrived_tail = &arrived;
+static int narrived;
+
+/* No handshake message is longer than ch4_spawn.c's dynproc_conn_hdr (a context id, a length
+ * and a port name's upid), and a handshake has two: a peer that sends more is not one. */
+#define DYNPROC_MSG_MAX 1024
+#define DYNPROC_QUEUE_MAX 64
 
 static void dynproc_landed(aml_t * aml, void *arg)
 {
@@ -66,9 +78,13 @@ static int dynproc_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
         MPIDI_AMLAPI_fatal("malformed connect/accept message from process %d: %zu-byte header",
                            info->src, info->uhdr_len);
     memcpy(&h, info->uhdr, sizeof(h));
-    if (h.len < 0 || (size_t) h.len != info->msg_len)
+    if (h.len < 0 || (size_t) h.len != info->msg_len || info->msg_len > DYNPROC_MSG_MAX)
         MPIDI_AMLAPI_fatal("malformed connect/accept message from process %d: %d bytes "
-                           "announced, %zu sent", info->src, h.len, info->msg_len);
+                           "announced, %zu sent (at most %d)", info->src, h.len, info->msg_len,
+                           DYNPROC_MSG_MAX);
+    if (narrived >= DYNPROC_QUEUE_MAX)
+        MPIDI_AMLAPI_fatal("connect/accept message from process %d: %d such messages wait "
+                           "already, nobody takes them", info->src, narrived);
     m = MPL_malloc(sizeof(*m) + info->msg_len, MPL_MEM_OTHER);
     if (!m)
         MPIDI_AMLAPI_fatal("out of memory receiving a connect/accept message");
@@ -78,6 +94,7 @@ static int dynproc_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
     m->done = 0;
     *arrived_tail = m;
     arrived_tail = &m->next;
+    narrived++;
     if (info->data || !info->msg_len) {
         memcpy(m->data, info->data, info->msg_len);
         m->done = 1;
@@ -89,12 +106,22 @@ static int dynproc_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
     return 0;
 }
 
+static void refused_get(void *addr, void *obj, int count, void *buf)
+{
+    int64_t v = 0;
+    aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_REFUSED, &v);
+    *(unsigned long long *) buf = (unsigned long long) v;
+}
+
 int MPIDI_AMLAPI_spawn_init(void)
 {
     int mpi_errno = MPI_SUCCESS;
     int rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_DYNPROC,
                                   dynproc_handler, NULL);
     MPIDI_AMLAPI_CHK(rc, "aml_register_handler");
+    MPIDI_AMLAPI_PVAR_COUNTER_FN("amlapi_refused_packets", refused_get,
+                                 "Packets from outside the job this process refused: UCX "
+                                 "packets without a token of it, CONNECTs nobody expected");
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -109,6 +136,7 @@ void MPIDI_AMLAPI_spawn_finalize(void)
         MPL_free(m);
     }
     arrived_tail = &arrived;
+    narrived = 0;
 }
 
 /* Whether timeout (seconds, 0 = none) has passed since t0. */
@@ -171,6 +199,10 @@ int MPIDI_AMLAPI_dynamic_send(uint64_t remote_gpid, int tag, const void *buf, in
     rc = aml_xfer(MPIDI_AMLAPI_global.aml, &x);
     if (rc != AML_OK)
         MPL_free(s);
+    /* a process of another job that never answered its CONNECT (nobody accepts on the port) */
+    if (rc == AML_ERR_TIMEOUT || rc == AML_ERR_TRANSPORT)
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_PORT, "**amlapi_aml", "**amlapi_aml %s %s",
+                             "connecting", aml_error(MPIDI_AMLAPI_global.aml));
     MPIDI_AMLAPI_CHK(rc, "aml_xfer");
     MPL_wtime(&t0);
     while (!s->done) {
@@ -196,20 +228,27 @@ int MPIDI_AMLAPI_dynamic_recv(int tag, void *buf, int size, int timeout)
     MPL_time_t t0;
 
     MPL_wtime(&t0);
+    aml_listen(MPIDI_AMLAPI_global.aml, 1);
     for (;;) {
         for (pm = &arrived; *pm; pm = &(*pm)->next)
             if ((*pm)->tag == tag && (*pm)->done)
                 break;
         if (*pm)
             break;
-        if (timed_out(&t0, timeout))
+        if (timed_out(&t0, timeout)) {
+            aml_listen(MPIDI_AMLAPI_global.aml, 0);
             MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_PORT, "**amlapi_dynproc",
                                  "**amlapi_dynproc %d %d", tag, timeout);
+        }
         mpi_errno = MPID_Progress_test(NULL);
+        if (mpi_errno)
+            aml_listen(MPIDI_AMLAPI_global.aml, 0);
         MPIR_ERR_CHECK(mpi_errno);
     }
+    aml_listen(MPIDI_AMLAPI_global.aml, 0);
     m = *pm;
     *pm = m->next;
+    narrived--;
     if (arrived_tail == &m->next)
         arrived_tail = pm;
     MPIR_ERR_CHKANDJUMP2(m->len > size, mpi_errno, MPI_ERR_TRUNCATE, "**truncate",
@@ -304,8 +343,15 @@ int MPIDI_AMLAPI_upids_to_gpids(int size, int *remote_upid_size, char *remote_up
                         MPL_MEM_ADDRESS);
     for (int i = 0; i < size; i++) {
         int peer, rc;
-        rc = aml_add_peer(MPIDI_AMLAPI_global.aml, at, (size_t) remote_upid_size[i],
-                          timeout_ms, &peer);
+        /* One process: a port's (connect) or a connector's (accept), or a group of one,
+         * whose root is connected already; waited for here, so that a connect nobody
+         * accepts fails before an AV table exists (MPICH's finalize expects every table it
+         * finds to be referenced). A group: connected from progress (see the top). */
+        rc = size == 1 ?
+            aml_add_peer(MPIDI_AMLAPI_global.aml, at, (size_t) remote_upid_size[i], timeout_ms,
+                         &peer) :
+            aml_add_peer_async(MPIDI_AMLAPI_global.aml, at, (size_t) remote_upid_size[i],
+                               timeout_ms, &peer);
         if (rc == AML_ERR_NOMEM)
             MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
                                  "MPIR_CVAR_AMLAPI_DYNAMIC_PEERS",

@@ -168,12 +168,24 @@ int aml_finalize(aml_t * aml);
 int aml_upid(aml_t * aml, int peer, const void **upid, size_t * len);
 /* The index of the process named upid: this process, a rank of the job, a peer that joined
  * before, or a new one. A new one is connected: both processes exchange a CONNECT packet
- * (settings, id, and the index each gives the other: a packet's source is the receiver's
- * index for its sender), which the other process answers from its progress. Blocks,
- * progressing, until it answered, at most timeout_ms (0: no limit): AML_ERR_TIMEOUT; the
- * transport's failure: AML_ERR_TRANSPORT; the peer table full (dyn_peers_max): AML_ERR_NOMEM.
- * The reason, in words: aml_error(). */
+ * (settings, id, the index each gives the other: a packet's source is the receiver's index
+ * for its sender, and the token each must put on its packets to the other), which the other
+ * process answers from its progress if it expects it: it is adding this process too, or it
+ * listens (aml_listen). Blocks, progressing and repeating the request, until it answered, at
+ * most timeout_ms (0: no limit): AML_ERR_TIMEOUT; the transport's failure:
+ * AML_ERR_TRANSPORT; the peer table full (dyn_peers_max): AML_ERR_NOMEM. The reason, in
+ * words: aml_error(). */
 int aml_add_peer(aml_t * aml, const void *upid, size_t len, int timeout_ms, int *peer);
+/* The same without waiting: the index at once, the connection completing from progress. A
+ * send to the peer (or aml_add_peer) waits for it, and fails with AML_ERR_TIMEOUT once
+ * timeout_ms passed since this call. For a group of processes that connect to each other while
+ * their own groups still wait for them (MPI's intercommunicator map exchange). */
+int aml_add_peer_async(aml_t * aml, const void *upid, size_t len, int timeout_ms, int *peer);
+/* on = 1: from now on a process of another job that names this one's upid may connect
+ * (an MPI accept is waiting), at most 64 new ones a second; on = 0 ends one such call. Else
+ * only processes this one adds itself are answered, and everything else from outside the
+ * job is refused (AML_Q_REFUSED counts it). */
+int aml_listen(aml_t * aml, int on);
 
 /* --- environment (LAPI_Qenv / LAPI_Senv) ------------------------------------------------ */
 
@@ -207,6 +219,8 @@ typedef enum {
                                  * as packets because single copy is not allowed */
     AML_Q_VNODE_SHARED_COPIES,  /* get: single copies this rank shared with their exporter */
     AML_Q_VNODE_HELPED_BYTES,   /* get: bytes this rank copied for peers' single copies */
+    AML_Q_REFUSED,              /* get: UCX packets refused as not from a peer (no token of
+                                 * this process, or a CONNECT nobody expected) */
     AML_Q_VNODE_PTRACER_ANY     /* get: 1 when Yama made this rank let any process of its uid
                                  * read it (no common ancestor of the node's ranks) */
 } aml_query_t;

@@ -163,6 +163,49 @@ void aml_adaptive_flush_tokens(aml_t * aml)
 
 /* ---- receiver ------------------------------------------------------------------------- */
 
+/* Data that came before its landing was final (ahead of the first packet, a deferred
+ * message, an unpack landing that takes its pieces in order) waits as pieces of the sizes
+ * that arrived, sorted by offset: what it costs is what the sender sent, never the length it
+ * announced. */
+typedef struct aml_piece {
+    struct aml_piece *next;
+    size_t off, len;
+    char data[];
+} aml_piece_t;
+
+static void stage(aml_t * aml, aml_rmsg_t * r, size_t off, const void *data, size_t len)
+{
+    aml_piece_t *n = malloc(sizeof(*n) + len), **q = (aml_piece_t **) & r->pieces;
+    if (!n)
+        aml_fatal(aml, "out of memory staging %zu bytes of an adaptive message from rank %d",
+                  len, r->src);
+    n->off = off;
+    n->len = len;
+    memcpy(n->data, data, len);
+    while (*q && (*q)->off < off)
+        q = &(*q)->next;
+    n->next = *q;
+    *q = n;
+}
+
+static void free_pieces(aml_rmsg_t * r)
+{
+    for (aml_piece_t * n = r->pieces, *next; n; n = next) {
+        next = n->next;
+        free(n);
+    }
+    r->pieces = NULL;
+}
+
+/* Hands the staged pieces to the landing (in offset order: an unpack landing takes them so
+ * once all arrived, since the claimed ranges neither overlap nor leave gaps then). */
+static void land_pieces(aml_t * aml, aml_rmsg_t * r)
+{
+    for (aml_piece_t * n = r->pieces; n; n = n->next)
+        aml_deliver(aml, &r->recv, n->off, n->data, n->len);
+    free_pieces(r);
+}
+
 /* The message's data no longer takes receiver memory: tell the sender. */
 static void adaptive_release(aml_t * aml, aml_rmsg_t * r)
 {
@@ -183,16 +226,15 @@ static void adaptive_release(aml_t * aml, aml_rmsg_t * r)
         if (p->tok_owed * 2 >= aml->adaptive_credits)
             send_token(aml, r->src);
     }
-    free(r->bounce);
+    free_pieces(r);
     aml_rmsg_free(aml, r);
 }
 
-/* All data is in and the landing is known: deliver (from the staging buffer when data came
- * ahead of the landing, or the landing unpacks in order) and complete. */
+/* All data is in and the landing is known: deliver (the staged pieces, in order, when data came
+ * ahead of the landing or the landing unpacks in order) and complete. */
 static void adaptive_land(aml_t * aml, aml_rmsg_t * r)
 {
-    if (r->bounce)
-        aml_deliver(aml, &r->recv, 0, r->bounce, r->len);
+    land_pieces(aml, r);
     aml_rx_complete(aml, r->src, r->tgt_cntr, &r->recv, r->want_cmpl, r->msg_id, false);
     adaptive_release(aml, r);
 }
@@ -209,16 +251,6 @@ static void adaptive_data_done(aml_t * aml, aml_rmsg_t * r)
         adaptive_drop(aml, r);
     else
         adaptive_land(aml, r);
-}
-
-static void ensure_bounce(aml_t * aml, aml_rmsg_t * r)
-{
-    if (!r->bounce && r->len) {
-        r->bounce = malloc(r->len);
-        if (!r->bounce)
-            aml_fatal(aml, "out of memory staging a %zu-byte adaptive message from rank %d",
-                      r->len, r->src);
-    }
 }
 
 /* The message's record, created by whichever of its packets comes first. */
@@ -246,18 +278,17 @@ static aml_rmsg_t *adaptive_get(aml_t * aml, const aml_pkt_t * pkt)
     return r;
 }
 
-/* Where a piece of data goes now: the landing buffer once it is known and final, else the
- * staging buffer. */
+/* Where a piece of data goes now: the landing buffer once it is known and final (every
+ * piece staged before is in it then), else a staged piece. */
 static void adaptive_put(aml_t * aml, aml_rmsg_t * r, size_t off, const void *data, size_t len)
 {
     if (!len)
         return;
-    if (r->have_first && !r->bounce && r->recv.buf) {
+    if (r->have_first && !r->deferred && r->recv.buf) {
         memcpy((char *) r->recv.buf + off, data, len);
         return;
     }
-    ensure_bounce(aml, r);
-    memcpy((char *) r->bounce + off, data, len);
+    stage(aml, r, off, data, len);
 }
 
 /* Records that pkt brings [off, off+len) of r. Data packets come in any order over several
@@ -338,17 +369,15 @@ void aml_adaptive_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhd
     r->have_first = true;
     if (r->recv.defer) {
         /* nobody wants it yet: aml keeps the data (this is what credits bound) */
-        ensure_bounce(aml, r);
         aml_defer_add(aml, r);
-    } else if (!r->recv.buf && !r->bounce) {
-        if (len == r->len) {
-            /* all in hand: unpack it now (or the handler consumed it) */
-            aml_deliver(aml, &r->recv, 0, data, len);
-            direct = true;
-        } else {
-            ensure_bounce(aml, r);      /* unpack wants the pieces in order */
-        }
+    } else if (r->recv.buf) {
+        land_pieces(aml, r);            /* what came ahead goes to the landing now */
+    } else if (len == r->len) {
+        /* all in hand: unpack it now (or the handler consumed it) */
+        aml_deliver(aml, &r->recv, 0, data, len);
+        direct = true;
     }
+    /* else unpack wants the pieces in order: staged until all came */
     if (!direct)
         adaptive_put(aml, r, 0, data, len);
     r->received += len;
@@ -384,7 +413,9 @@ int aml_adaptive_accept(aml_t * aml, aml_rmsg_t * r, const aml_recv_t * recv)
     r->recv = *recv;
     if (r->data_done)
         adaptive_land(aml, r);
-    /* else the data keeps arriving into the staging buffer; adaptive_data_done lands it */
+    else if (r->recv.buf)
+        land_pieces(aml, r);    /* the rest lands directly (adaptive_put) */
+    /* else the pieces wait for all the data; adaptive_data_done lands them */
     return AML_OK;
 }
 
@@ -411,7 +442,7 @@ void aml_adaptive_free_all(aml_t * aml)
 {
     for (aml_hent_t * e; (e = aml_htab_pop(&aml->adapt_rx));) {
         aml_rmsg_t *r = AML_CONTAINER(e, aml_rmsg_t, h);
-        free(r->bounce);
+        free_pieces(r);
         if (r->got != r->got_inline)
             free(r->got);
         free(r);

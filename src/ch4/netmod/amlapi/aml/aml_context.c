@@ -82,6 +82,9 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
         case AML_Q_STASHED:
             *val = aml->stashed;
             break;
+        case AML_Q_REFUSED:
+            *val = aml->refused;
+            break;
         case AML_Q_VNODE_PEERS:
             *val = 0;
             for (int i = 0; i < aml->size; i++)
@@ -207,7 +210,7 @@ static int address_build(aml_t * aml)
 
     aml_addr_hdr_t h = { AML_WIRE_VERSION, (uint32_t) aml->packet_size,
         (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr,
-        (uint32_t) aml->net_packet_size, 0, aml->uuid
+        (uint32_t) aml->net_packet_size, 0, aml->uuid, aml->token
     };
     char *at;
     int rc = aml_ucx_tport.address(aml, &ua, &ul);
@@ -432,6 +435,7 @@ static int connect_peer(aml_t * aml, int i, const char *entry, size_t stride,
     if ((rc = aml_dynamic_world(aml, i, a.na, a.nl, h.uuid)) != AML_OK)
         return rc;
     memcpy(aml->hosts[i], a.host, a.hl);
+    p->tx_token = h.token ^ (uint64_t) aml->rank;
     p->tport = &aml_ucx_tport;
     if (aml->vnode && i != aml->rank && a.vl) {
         int r = aml_vnode_local(aml, a.va, &local);

@@ -191,9 +191,15 @@ static void dispatch(aml_t * aml, const aml_pkt_t * pkt, const parts_t * pp)
 static void stash(aml_t * aml, aml_peer_t * p, const aml_pkt_t * pkt, const void *header,
                   size_t hlen, void *data, size_t len, bool by_rndv)
 {
-    aml_ooo_t *o = malloc(sizeof(*o));
+    aml_ooo_t *o, **q = &p->ooo;
     bool copy = data && !by_rndv;
-    char *buf = malloc(hlen + (copy ? len : 0) + 1);
+    char *buf;
+    while (*q && (int32_t) ((*q)->seq - pkt->seq) < 0)
+        q = &(*q)->next;
+    if (*q && (*q)->seq == pkt->seq)
+        aml_fatal_pkt(aml, pkt, "duplicate sequence number %u", pkt->seq);
+    o = malloc(sizeof(*o));
+    buf = malloc(hlen + (copy ? len : 0) + 1);
     aml->stashed++;
     if (!o || !buf)
         aml_fatal(aml, "out of memory holding an early packet from rank %u", pkt->src);
@@ -206,20 +212,22 @@ static void stash(aml_t * aml, aml_peer_t * p, const aml_pkt_t * pkt, const void
     o->hdr_len = hlen;
     o->data = by_rndv ? data : copy ? buf + hlen : NULL;
     o->len = len;
-    aml_ooo_t **q = &p->ooo;
-    while (*q && (int32_t) ((*q)->seq - o->seq) < 0)
-        q = &(*q)->next;
-    if (*q && (*q)->seq == o->seq)
-        aml_fatal_pkt(aml, pkt, "duplicate sequence number %u", pkt->seq);
     o->next = *q;
     *q = o;
     p->nstashed++;
 }
 
-/* At finalize: early packets whose gap never filled (an aborted peer). */
+/* At finalize: early packets whose gap never filled, and an eager message never finished (an
+ * aborted peer). */
 void aml_dispatch_free_stash(aml_t * aml)
 {
     for (int i = 0; i < aml->npeers; i++) {
+        aml_rmsg_t *r = aml->peers[i].eager_rx;
+        if (r) {
+            free(r->bounce);
+            aml_rmsg_free(aml, r);
+            aml->peers[i].eager_rx = NULL;
+        }
         for (aml_ooo_t * o = aml->peers[i].ooo, *n; o; o = n) {
             n = o->next;
             if (o->tport_desc)
@@ -298,15 +306,17 @@ int aml_rx(aml_t * aml, const void *header, size_t header_length, void *data, si
     bool by_rndv = flags & AML_TPORT_RX_RNDV;
     aml_peer_t *p;
 
+    if (AML_UNLIKELY(known_src == AML_TPORT_SRC_STRANGER))
+        return aml_dynamic_rx_stranger(aml, header, header_length, data, length, by_rndv);
     /* fast path: a well-formed compact packet in sequence (from known_src, if given) */
     if (AML_LIKELY(!by_rndv) &&
         aml_rx_onepacket(aml, header, header_length, data, length, known_src))
         return 0;
     if (known_src >= 0) {
-        /* a packet naming another rank of the job than the one that sent it; a rank out of
-         * range is named below as for any transport */
+        /* a packet naming another peer than the one that sent it; a source out of range is
+         * named below as for any transport */
         int64_t claimed = aml_pkt_claimed_src(header, header_length);
-        if (AML_UNLIKELY(claimed != known_src && claimed >= 0 && claimed < aml->size))
+        if (AML_UNLIKELY(claimed != known_src && claimed >= 0 && claimed < aml->npeers))
             aml_fatal(aml, "malformed packet from rank %lld (its transport knows the "
                       "sender): type %s (%u) claims to come from rank %lld", (long long) known_src,
                       aml_pkt_name(*(const uint8_t *) header), *(const uint8_t *) header,

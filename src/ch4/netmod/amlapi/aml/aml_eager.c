@@ -100,6 +100,7 @@ void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
 {
     aml_peer_t *p = &aml->peers[pkt->src];
     aml_rmsg_t *r;
+    aml_cntr_t *tgt;
 
     if (p->eager_rx)
         aml_fatal_pkt(aml, pkt, "new eager message %llu while message %llu is incomplete",
@@ -110,8 +111,9 @@ void aml_eager_recv_first(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
                       (unsigned long long) pkt->msg_len);
     if (pkt->addr != 0)
         aml_fatal_pkt(aml, pkt, "first chunk at offset %llu", (unsigned long long) pkt->addr);
+    tgt = aml_check_cntr(aml, pkt);
     r = aml_rmsg_start(aml, (int) pkt->src, AML_PKT_EAGER_FIRST, pkt->msg_id, pkt->msg_len);
-    r->tgt_cntr = aml_check_cntr(aml, pkt);
+    r->tgt_cntr = tgt;
     r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
     /* the whole message may fit the first packet when eager is forced */
     aml_call_handler(aml, pkt, uhdr, len == pkt->msg_len ? data : NULL, &r->recv, NULL);

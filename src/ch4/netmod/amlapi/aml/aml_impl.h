@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define AML_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define AML_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -117,12 +118,16 @@ typedef struct aml_sdesc {
     size_t hdr_len;
     size_t held_len;            /* debug_reorder: data bytes copied after the header */
     size_t room;                /* bytes from u.pkt on: aml->sdesc_small or a packet */
+    uint64_t headroom;          /* the transport's (AML_TPORT_HEADROOM), right before u */
     union {
         aml_pkt_t pkt;
         uint64_t align;
     } u;
     /* followed by the user header and, for one-packet messages, the data */
 } aml_sdesc_t;
+
+_Static_assert(offsetof(aml_sdesc_t, u) == offsetof(aml_sdesc_t, headroom) + AML_TPORT_HEADROOM,
+               "a descriptor's header has the transport's headroom before it");
 
 #define AML_SDESC_SMALL_UHDR 128
 #define AML_SDESC_PAYLOAD(d) ((char *) &(d)->u.pkt + sizeof(aml_pkt_t))
@@ -149,7 +154,9 @@ typedef struct aml_rmsg {
     bool put;                   /* rendezvous by put */
     void *tport_desc;           /* transport rendezvous: the transport's data descriptor */
     aml_tport_op_t op;          /* the pull or transport-rendezvous receive */
-    void *bounce;               /* rendezvous into an unpack handler; adaptive: staging */
+    void *bounce;               /* rendezvous into an unpack handler */
+    void *pieces;               /* adaptive: data staged until its landing is final
+                                 * (aml_adaptive.c) */
     size_t moved;               /* rendezvous: bytes its landing takes (aml_rmsg_landing) */
     uint64_t src_addr;          /* rendezvous: the sender's buffer */
     aml_hent_t dh;              /* in aml->deferred while the landing is deferred, key =
@@ -206,6 +213,12 @@ typedef struct aml_peer {
     struct aml_sdesc *held;     /* debug_reorder: a packet held back to overtake */
     int quiesce_round;          /* last QUIESCE round received from peer */
     int dyn;                    /* AML_DYN_*: NONE for the job's ranks */
+    uint64_t tx_token;          /* UCX: what every packet to this peer carries (its token ^
+                                 * our rank, or what a process of another job gave us) */
+    aml_hent_t th;              /* another job's process: in aml->tokens, key = the token it
+                                 * must put on every packet to us */
+    struct timespec conn_sent;  /* last CONNECT request to it (aml_dynamic_wait repeats it) */
+    int64_t conn_deadline;      /* CLOCK_MONOTONIC ms by which it must have answered */
     aml_hent_t uh;              /* in aml->uuids, key = its aml_t's id */
     char *upid;                 /* its upid (aml_upid), malloc'd */
     size_t upid_len;
@@ -267,6 +280,12 @@ struct aml {
     char *upid;                 /* ours */
     size_t upid_len;
     aml_htab_t uuids;           /* every peer's aml_peer_t.uh, by id */
+    uint64_t token;             /* UCX packets from rank r of the job carry token ^ r */
+    aml_htab_t tokens;          /* processes of other jobs: aml_peer_t.th */
+    int listening;              /* aml_listen: a new process of another job may connect */
+    int64_t refused;            /* packets from outside the job refused (AML_Q_REFUSED) */
+    int64_t strangers_t0;       /* aml_dynamic.c's rate limit: start of the second (ms) */
+    int strangers;              /* processes that connected in that second */
     int64_t dyn_inflight;       /* CONNECT packets not yet sent */
     char (*hosts)[AML_HOST_MAX];        /* each rank's hostname (from its address) */
     char host[AML_HOST_MAX];    /* this process's */
@@ -602,6 +621,33 @@ int aml_barrier(aml_t * aml);
 int aml_dynamic_init(aml_t * aml);
 int aml_dynamic_world(aml_t * aml, int i, const void *net, size_t net_len, uint64_t uuid);
 void aml_dynamic_free(aml_t * aml);
+/* waits (progressing, repeating the request) until peer i of another job answered, failed or
+ * passed its deadline; AML_OK, AML_ERR_TIMEOUT, AML_ERR_TRANSPORT, or AML_ERR_STATE inside a
+ * handler */
+int aml_dynamic_wait(aml_t * aml, int i);
+/* AML_OK when peer may be sent to: every peer but a process of another job not connected yet,
+ * which is waited for */
+static inline int aml_peer_ready(aml_t * aml, int peer)
+{
+    return __builtin_expect(aml->peers[peer].dyn != AML_DYN_CONNECTING, 1) ? AML_OK :
+        aml_dynamic_wait(aml, peer);
+}
+/* a packet from outside the job (AML_TPORT_SRC_STRANGER): a CONNECT it accepts, or refused */
+int aml_dynamic_rx_stranger(aml_t * aml, const void *header, size_t header_length,
+                            const void *data, size_t length, bool by_rndv);
+
+/* The sender of a UCX packet that carries stamp: rank stamp ^ token of the job (tokens are
+ * drawn so that no process of another job's stamp falls below 2^32), the process of another
+ * job given that token, or AML_TPORT_SRC_STRANGER. */
+static inline int64_t aml_token_src(aml_t * aml, uint64_t stamp)
+{
+    uint64_t r = stamp ^ aml->token;
+    aml_hent_t *e;
+    if (__builtin_expect(r < (uint64_t) aml->size, 1))
+        return (int64_t) r;
+    e = aml_htab_get(&aml->tokens, stamp);
+    return e ? (int64_t) (AML_CONTAINER(e, aml_peer_t, th) - aml->peers) : AML_TPORT_SRC_STRANGER;
+}
 
 /* ---- top ------------------------------------------------------------------------------- */
 /* aml_dispatch.c: the transports' rx function (aml_tport_rx_fn_t) */

@@ -28,8 +28,9 @@
 static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr,
                        size_t uhdr_len, const void *data, size_t len)
 {
-    uint64_t buf[AML_COMPACT_MAX / 8];
-    aml_spkt_t *s = (aml_spkt_t *) buf;
+    uint64_t buf[(AML_TPORT_HEADROOM + AML_COMPACT_MAX) / 8];
+    void *pkt = (char *) buf + AML_TPORT_HEADROOM;
+    aml_spkt_t *s = pkt;
     aml_peer_t *p = &aml->peers[peer];
     size_t total = sizeof(*s) + uhdr_len + len;
     aml_sdesc_t *d;
@@ -51,7 +52,7 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
     }
 
     if (AML_LIKELY(!aml->cfg.debug_reorder) &&
-        AML_LIKELY(p->tport->send_inline(aml, p, buf, total) == AML_TPORT_DONE))
+        AML_LIKELY(p->tport->send_inline(aml, p, pkt, total) == AML_TPORT_DONE))
         return AML_OK;
     d = total <= aml->sdesc_small ? aml_sdesc_get(aml) : aml_sdesc_get_big(aml);
     if (AML_UNLIKELY(!d)) {
@@ -62,7 +63,7 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
         aml->bytes[AML_PROTO_ONEPACKET] -= (int64_t) len;
         return AML_ERR_NOMEM;
     }
-    memcpy(&d->u.pkt, buf, total);
+    memcpy(&d->u.pkt, pkt, total);
     d->op.peer = peer;
     d->hdr_len = total;
     return aml_send_desc_flags(aml, d, p->ep, NULL, 0, 0);
@@ -96,12 +97,15 @@ static int send_zcopy(aml_t * aml, const aml_xfer_t * x)
 int aml_amsend_small(aml_t * aml, int peer, unsigned handler, const void *uhdr,
                      size_t uhdr_len, const void *data, size_t len)
 {
+    int rc;
     if (AML_UNLIKELY(!aml || !aml->connected || !aml_peer_ok(aml, peer) ||
                      handler >= AML_MAX_HANDLERS || uhdr_len > aml->max_uhdr ||
                      (uhdr_len && !uhdr) || (len && !data) || !aml->compact ||
                      uhdr_len > UINT8_MAX || aml->protocol != AML_PROTO_AUTO ||
                      sizeof(aml_spkt_t) + uhdr_len + len > aml->compact_max))
         return AML_ERR_INVAL;
+    if (AML_UNLIKELY((rc = aml_peer_ready(aml, peer)) != AML_OK))
+        return rc;
     return send_inline(aml, peer, handler, uhdr, uhdr_len, data, len);
 }
 

@@ -140,8 +140,11 @@ int aml_get(aml_t * aml, int peer, const void *tgt_addr, void *org_addr, size_t 
     aml_reply_wait_t w = {.peer = peer,.kind = AML_PKT_GET_REQ,.org_addr = org_addr,.len = len,
         .org_cntr = org_cntr
     };
+    int rc;
     if (!aml || !aml_peer_ok(aml, peer) || (len && (!tgt_addr || !org_addr)))
         return AML_ERR_INVAL;
+    if ((rc = aml_peer_ready(aml, peer)) != AML_OK)
+        return rc;
     return send_req(aml, &w, (uintptr_t) tgt_addr, len, (uintptr_t) tgt_cntr, 0, 0, 0);
 }
 
@@ -175,9 +178,12 @@ int aml_rmw(aml_t * aml, int peer, aml_rmw_op_t op, int64_t * tgt_var, const int
     aml_reply_wait_t w = {.peer = peer,.kind = AML_PKT_RMW_REQ,.org_addr = prev,
         .len = sizeof(int64_t),.org_cntr = org_cntr
     };
+    int rc;
     if (!aml || !aml_peer_ok(aml, peer) || !tgt_var || !in ||
         ((uintptr_t) tgt_var & 7) || op < AML_RMW_FETCH_ADD || op > AML_RMW_CMP_SWAP)
         return AML_ERR_INVAL;
+    if ((rc = aml_peer_ready(aml, peer)) != AML_OK)
+        return rc;
     return send_req(aml, &w, (uintptr_t) tgt_var, 0, 0, op, (uint64_t) in[0],
                     op == AML_RMW_CMP_SWAP ? (uint64_t) in[1] : 0);
 }

@@ -135,6 +135,8 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
 {
     aml_peer_t *p = &aml->peers[pkt->src];
     aml_rmsg_t *r;
+    aml_cntr_t *tgt;
+    aml_tport_rkey_t rkey = NULL;
 
     bool put = pkt->flags & AML_PKTF_PUT, tport = pkt->flags & AML_PKTF_TRNDV;
 
@@ -151,15 +153,18 @@ void aml_rndv_recv_scout(aml_t * aml, const aml_pkt_t * pkt, const void *uhdr,
     }
     if (pkt->addr + pkt->msg_len < pkt->addr)
         aml_fatal_pkt(aml, pkt, "source range wraps around");
+    /* every check before the record exists */
+    tgt = aml_check_cntr(aml, pkt);
+    if (!tport && !put && p->tport->rkey_unpack(p->ep, data, len, &rkey) != AML_OK)
+        aml_fatal_pkt(aml, pkt, "rkey does not unpack");
     r = aml_rmsg_start(aml, (int) pkt->src, AML_PKT_RNDV_SCOUT, pkt->msg_id, pkt->msg_len);
     r->src_addr = pkt->addr;
-    r->tgt_cntr = aml_check_cntr(aml, pkt);
+    r->tgt_cntr = tgt;
     r->put = put;
     r->want_cmpl = pkt->flags & AML_PKTF_CMPL;
+    r->rkey = rkey;
     if (tport)
         r->tport_desc = (void *) data;
-    else if (!put && p->tport->rkey_unpack(p->ep, data, len, &r->rkey) != AML_OK)
-        aml_fatal_pkt(aml, pkt, "rkey does not unpack");
     aml_rx_count(aml, r->src);
     aml_call_handler(aml, pkt, uhdr, NULL, &r->recv, r);
     if (r->recv.defer) {

@@ -141,6 +141,8 @@ int aml_fence(aml_t * aml, int peer)
         return AML_ERR_INVAL;
     if (!aml->connected || aml->in_dispatch)
         return AML_ERR_STATE;
+    if ((rc = aml_peer_ready(aml, peer)) != AML_OK)
+        return rc;
     while (aml->peers[peer].direct_pending > 0)
         aml_progress(aml);
     if (!aml->peers[peer].dirty && aml->peers[peer].replies_pending == 0)

@@ -19,7 +19,13 @@
  *   early packets per peer. The largest header is what init reports in *max_hdr.
  * - Buffers. The header and payload of a send belong to the transport until the send
  *   completes (AML_TPORT_DONE on return, or op->done later); send_inline copies at once or
- *   refuses. A rendezvous payload is read by the transport when the receiver takes it.
+ *   refuses. A rendezvous payload is read by the transport when the receiver takes it. The
+ *   AML_TPORT_HEADROOM bytes before every header given to send_inline or send are the
+ *   transport's to write, for as long: UCX puts the receiver's token there.
+ * - Senders. A transport that knows who sent a packet says so to rx (vnode: the ring's owner;
+ *   UCX: the token the packet carries); rx then holds the header to it. A UCX packet without
+ *   a token of this process comes from outside the job: rx refuses it unless it is a
+ *   CONNECT that aml_dynamic.c accepts.
  * - Completion. An operation returns AML_TPORT_DONE when it completed before returning (then
  *   op->done is never called: the caller completes it), or AML_TPORT_PENDING: then op->done
  *   runs exactly once, later, from progress, with aml->in_dispatch raised (so it may run
@@ -61,6 +67,9 @@ enum {
                                  * than the transport sends inline); send it by send */
 };
 
+/* Bytes before a header that the transport may write (see Buffers above) */
+#define AML_TPORT_HEADROOM 8
+
 /* connect flags */
 #define AML_TPORT_CONN_DYNAMIC 0x1
 #define AML_TPORT_CONN_REMOTE  0x2      /* a rank on another host: its failure (dead process,
@@ -79,9 +88,11 @@ enum {
                                  * calls rndv_recv or rndv_release later (exactly once) */
 
 /* Called for every arriving packet, from progress; hdr and data are valid during the call
- * only (a kept rendezvous descriptor stays valid). src: the rank the transport knows sent
- * the packet (vnode's FIFOs do), which the header must then name, or -1 (UCX: the header
- * alone says). Returns 0 or AML_TPORT_RX_KEPT. */
+ * only (a kept rendezvous descriptor stays valid). src: the peer the transport knows sent
+ * the packet, which the header must then name; AML_TPORT_SRC_STRANGER: one from outside the
+ * job (see Senders above); -1: the header alone says (test harnesses). Returns 0 or
+ * AML_TPORT_RX_KEPT. */
+#define AML_TPORT_SRC_STRANGER (-2)
 typedef int (*aml_tport_rx_fn_t) (aml_t * aml, const void *hdr, size_t hdr_len, void *data,
                                   size_t len, unsigned flags, int64_t src);
 

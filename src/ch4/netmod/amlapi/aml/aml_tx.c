@@ -335,14 +335,19 @@ static void raw_sent(aml_tport_op_t * op)
 int aml_debug_send_raw(aml_t * aml, int peer, const void *hdr, size_t hdr_len,
                        const void *data, size_t len)
 {
-    aml_tport_op_t op = { raw_sent, aml, peer, 0, hdr };
+    char *h = malloc(AML_TPORT_HEADROOM + hdr_len);
+    aml_tport_op_t op = { raw_sent, aml, peer, 0, h + AML_TPORT_HEADROOM };
     aml_peer_t *p;
-    if (!aml_peer_ok(aml, peer))
-        return AML_ERR_INVAL;
+    if (!aml_peer_ok(aml, peer) || !h) {
+        free(h);
+        return !h ? AML_ERR_NOMEM : AML_ERR_INVAL;
+    }
+    memcpy(h + AML_TPORT_HEADROOM, hdr, hdr_len);
     p = &aml->peers[peer];
     if (p->tport->send(p->ep, &op, hdr_len, data, len, 0) == AML_TPORT_PENDING)
         while (!op.len)
             p->tport->progress(aml);
+    free(h);
     if (aml_pkt_sequenced(*(const uint8_t *) hdr))
         p->tx_seq++;
     return AML_OK;

@@ -27,13 +27,37 @@ struct aml_ucx {
 /* rx returns 0 or AML_TPORT_RX_KEPT, which are UCX's UCS_OK and UCS_INPROGRESS */
 _Static_assert(UCS_OK == 0 && UCS_INPROGRESS == AML_TPORT_RX_KEPT, "rx results are UCX's");
 
+/* Anyone who reaches the worker (another job given a port name, anyone reaching its TCP port)
+ * can send it packets, so every packet starts with the receiver's token for its sender
+ * (aml_token_src): a rank of the job stamps the receiver's token, which travels only in the
+ * job's own address exchange, xor its rank; a process of another job stamps the token the
+ * receiver gave it in its CONNECT. The sender is the one the token names, whatever the header
+ * says; a packet with no token of ours is from outside the job. */
 static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length,
                                void *data, size_t length, const ucp_am_recv_param_t * param)
 {
     aml_t *aml = arg;
     unsigned flags = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ? AML_TPORT_RX_RNDV : 0;
+    uint64_t stamp;
+    if (AML_UNLIKELY(header_length < sizeof(stamp))) {
+        aml->refused++;
+        return UCS_OK;  /* a rendezvous descriptor not kept is dropped by UCX */
+    }
+    memcpy(&stamp, header, sizeof(stamp));
     /* a rendezvous descriptor handed on or kept persists when we return UCS_INPROGRESS */
-    return (ucs_status_t) aml->ucx->rx(aml, header, header_length, data, length, flags, -1);
+    return (ucs_status_t) aml->ucx->rx(aml, (const char *) header + sizeof(stamp),
+                                       header_length - sizeof(stamp), data, length, flags,
+                                       aml_token_src(aml, stamp));
+}
+
+_Static_assert(AML_TPORT_HEADROOM == sizeof(uint64_t), "the token fills the headroom");
+
+/* The packet header with the token for peer in the headroom before it. */
+static const void *stamped(const aml_peer_t * p, const void *hdr)
+{
+    char *h = (char *) hdr - AML_TPORT_HEADROOM;
+    memcpy(h, &p->tx_token, sizeof(p->tx_token));
+    return h;
 }
 
 /* ---- setup ---------------------------------------------------------------------------- */
@@ -161,7 +185,7 @@ static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
     wattr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
     if (ucp_worker_query(u->worker, &wattr) != UCS_OK)
         return AML_ERR_TRANSPORT;
-    *max_hdr = wattr.max_am_header;
+    *max_hdr = wattr.max_am_header - AML_TPORT_HEADROOM;
 
     memset(&hparam, 0, sizeof(hparam));
     hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -274,7 +298,8 @@ static int ucx_send_inline(aml_t * aml, aml_peer_t * p, const void *pkt, size_t 
     ucs_status_ptr_t r;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
     param.flags = UCP_AM_SEND_FLAG_EAGER;
-    r = ucp_am_send_nbx(p->ep, AML_UCP_AM_ID, pkt, len, NULL, 0, &param);
+    r = ucp_am_send_nbx(p->ep, AML_UCP_AM_ID, stamped(p, pkt), len + AML_TPORT_HEADROOM, NULL,
+                        0, &param);
     if (AML_LIKELY(r == NULL))
         return AML_TPORT_DONE;
     if (UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE)
@@ -325,7 +350,8 @@ static int ucx_send(aml_tport_ep_t ep, aml_tport_op_t * op, size_t hdr_len, cons
     param.flags = (flags & AML_TPORT_SEND_RNDV) ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
     param.cb.send = send_cb;
     param.user_data = op;
-    r = ucp_am_send_nbx(ep, AML_UCP_AM_ID, op->hdr, hdr_len, data, len, &param);
+    r = ucp_am_send_nbx(ep, AML_UCP_AM_ID, stamped(&op->aml->peers[op->peer], op->hdr),
+                        hdr_len + AML_TPORT_HEADROOM, data, len, &param);
     if (AML_LIKELY(r == NULL))
         return AML_TPORT_DONE;
     if (UCS_PTR_IS_ERR(r))

@@ -15,7 +15,7 @@
 #include <string.h>
 
 /* Version of the wire format (packet types and headers); ranks must agree (aml_connect). */
-#define AML_WIRE_VERSION 4
+#define AML_WIRE_VERSION 5
 
 /* What precedes the transport address in aml_local_address: the settings every rank must
  * share, because receivers check packets against their own (credit counts, header limits,
@@ -28,6 +28,8 @@ typedef struct aml_addr_hdr {
     uint32_t net_packet_size;
     uint32_t rsvd;
     uint64_t uuid;              /* this aml_t's id: the start of its upid (aml_add_peer) */
+    uint64_t token;             /* UCX packets to this process carry token ^ their source
+                                 * (aml_ucx.c); in a CONNECT, the token for that one peer */
 } aml_addr_hdr_t;
 
 /* The body of a CONNECT packet (its payload), then the sender's upid (upid_len bytes). */
@@ -38,6 +40,7 @@ typedef struct aml_conn_body {
     uint32_t flags;             /* AML_CONNF_* */
     uint32_t upid_len;
     uint32_t rsvd;
+    uint64_t to_uuid;           /* the receiver's id, as its upid gave it to the sender */
 } aml_conn_body_t;
 
 #define AML_CONNF_REPLY 0x1     /* answer with your own CONNECT */
@@ -72,7 +75,9 @@ enum {
                                  * transport */
     AML_PKT_QUIESCE,            /* aml_quiesce round aux0 (1 or 2): nothing new follows */
     AML_PKT_CONNECT,            /* a process of another job introduces itself: src is
-                                 * AML_SRC_NONE, the payload an aml_conn_body_t and its upid */
+                                 * AML_SRC_NONE in a request (AML_CONNF_REPLY), the sender's
+                                 * index at the receiver in an answer; the payload an
+                                 * aml_conn_body_t and its upid */
     AML_PKT_TYPE_MAX
 };
 

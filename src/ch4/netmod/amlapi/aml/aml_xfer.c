@@ -32,13 +32,15 @@ int aml_xfer(aml_t * aml, const aml_xfer_t * x)
 
 int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x)
 {
-    int proto;
+    int proto, rc;
     if (AML_UNLIKELY(!aml->connected))
         return AML_ERR_STATE;
     if (AML_UNLIKELY(!aml_peer_ok(aml, x->peer) || x->handler >= AML_H_TOTAL ||
                      x->uhdr_len > aml->max_uhdr || (x->uhdr_len && !x->uhdr) ||
                      (x->len && !x->data)))
         return AML_ERR_INVAL;
+    if ((rc = aml_peer_ready(aml, x->peer)) != AML_OK)
+        return rc;
 
     proto = x->protocol != AML_PROTO_AUTO ? x->protocol : aml->protocol;
     switch (proto) {

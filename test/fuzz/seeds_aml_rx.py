@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Writes the seeds of fuzz_aml_rx (corpus/aml_rx/): well-formed packets of each kind from
+rank 1, in and out of sequence, and a CONNECT request from outside the job, in the record
+format fuzz_aml_rx.c reads. The layouts are aml_wire.h's (AML_WIRE_VERSION 5). The files
+named by a hash beside them are libFuzzer's minimized corpus of a long run (fuzz_aml_rx -merge=1
+NEW corpus/aml_rx RUN_CORPUS), which `make check` starts from."""
+import os
+import struct
+
+T = dict(ONE=1, EAGER_FIRST=2, EAGER_CONT=3, RNDV_SCOUT=4, RNDV_DONE=5, CMPL=6, GET_REQ=7,
+         RMW_REQ=8, RMW_REPLY=9, FENCE_REQ=10, FENCE_ACK=11, ADAPT_FIRST=12, ADAPT_DATA=13,
+         ADAPT_TOKEN=14, RNDV_RTR=15, RNDV_FIN=16, ONE_SHORT=17, EAGER_SFIRST=18,
+         EAGER_SCONT=19, ADAPT_SFIRST=20, ADAPT_SDATA=21, RNDV_SSCOUT=22, QUIESCE=23,
+         CONNECT=24)
+RANK1, STRANGER = 1, 3      # fuzz_aml_rx's kinds: the transport says rank 1 / outside the job
+
+
+def full(t, src=1, seq=0, handler=0, uhdr_len=0, msg_len=0, msg_id=0, addr=0, cntr=0,
+         aux0=0, aux1=0, proto=0, flags=0):
+    return struct.pack("<BBBBHHIIIIQQQQQQ", T[t], proto, flags, 0, handler, 0, src, seq,
+                       uhdr_len, 0, msg_len, msg_id, addr, cntr, aux0, aux1)
+
+
+def short(t, src=1, seq=0, handler=0, uhdr_len=0):
+    return struct.pack("<BBBBHH", T[t], handler, uhdr_len, src >> 16, src & 0xffff,
+                       seq & 0xffff)
+
+
+def medium(t, msg_len, off, msg_id, **kw):
+    return short(t, **kw) + struct.pack("<IIQ", msg_len, off, msg_id)
+
+
+def rec(kind, hdr, data=b""):
+    return struct.pack("<BHH", kind, len(hdr), len(data)) + hdr + data
+
+
+seeds = {
+    "one_short": rec(RANK1, short("ONE_SHORT", uhdr_len=4) + b"UHDRdata..", b""),
+    "one_full": rec(RANK1, full("ONE", uhdr_len=8, msg_len=16, proto=1) + b"uhdr8byt",
+                    bytes(range(16))),
+    "eager_short": rec(RANK1, medium("EAGER_SFIRST", 100, 0, 7, uhdr_len=8) + b"uhdr8byt",
+                       b"a" * 50) +
+                   rec(RANK1, medium("EAGER_SCONT", 100, 50, 7, seq=1), b"b" * 50),
+    "eager_full": rec(RANK1, full("EAGER_FIRST", msg_len=64, msg_id=3, proto=2), b"c" * 32) +
+                  rec(RANK1, full("EAGER_CONT", seq=1, msg_len=64, msg_id=3, addr=32, proto=2),
+                      b"d" * 32),
+    "adaptive": rec(RANK1, medium("ADAPT_SFIRST", 101, 0, 9), b"e" * 40) +
+                rec(RANK1, medium("ADAPT_SDATA", 101, 40, 9), b"f" * 61),
+    "adaptive_data_first": rec(RANK1, medium("ADAPT_SDATA", 80, 40, 11), b"g" * 40) +
+                           rec(RANK1, medium("ADAPT_SFIRST", 80, 0, 11), b"h" * 40),
+    "rndv_scout": rec(RANK1, full("RNDV_SCOUT", msg_len=4097, msg_id=5, addr=0x10000,
+                                  aux0=16, proto=3), b"r" * 16) +
+                  rec(RANK1, full("RNDV_SCOUT", seq=1, msg_len=4096, msg_id=6, addr=0x20000,
+                                  aux0=16, proto=3), b"s" * 16),
+    "rndv_put": rec(RANK1, full("RNDV_SCOUT", msg_len=5000, msg_id=8, flags=2, proto=3)),
+    "fence": rec(RANK1, full("FENCE_REQ")),
+    "quiesce": rec(RANK1, full("QUIESCE", aux0=1)),
+    "get_req": rec(RANK1, full("GET_REQ", msg_len=8, addr=0x1000)),
+    "rmw_req": rec(RANK1, full("RMW_REQ", addr=0x1000, aux0=1)),
+    "out_of_order": rec(RANK1, short("ONE_SHORT", seq=1) + b"late") +
+                    rec(RANK1, short("ONE_SHORT", seq=0) + b"first"),
+    "rank2_by_header": rec(0, short("ONE_SHORT", src=2) + b"hi"),
+    "connect_stranger": rec(STRANGER, full("CONNECT", src=0xffffffff, msg_len=0),
+                            struct.pack("<IIIIIIQQIIIIQ", 5, 65536, 8, 256, 65536, 0,
+                                        0x1234, 0x5678, 0, 1, 16, 0, 0) +
+                            struct.pack("<Q", 0x1234) + b"x" * 8),
+}
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "aml_rx")
+os.makedirs(out, exist_ok=True)
+for name, b in seeds.items():
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(b)

@@ -16,12 +16,13 @@
  *                              completion, fence accounting, deferring a landing
  *   protocols  aml_onepacket.c, aml_eager.c, aml_adaptive.c, aml_rndv_put.c,
  *              aml_rndv_tport.c, aml_rndv.c (get variant and the rendezvous receiver)
- *   services   aml_xfer.c      protocol choice
- *              aml_progress.c  aml_progress, interrupt mode, counter waits
+ *   services   aml_progress.c  aml_progress, interrupt mode, counter waits
+ *              aml_dynamic.c   peers of other jobs: upids, CONNECT, aml_add_peer, the wait
+ *                              of a first send to one (aml_peer_ready)
+ *              aml_xfer.c      protocol choice, aml_amsend_small
  *              aml_rma.c       put/get/rmw as active messages
  *              aml_direct.c    direct put/get: exposed memory, keys, the transports' RMA
  *              aml_sync.c      fences, barrier, address exchange
- *              aml_dynamic.c   peers of other jobs: upids, CONNECT, aml_add_peer
  *   top        aml_dispatch.c  the dispatcher: decoding and checking by the packet table,
  *                              fast paths, sequence, stash and replay, aml_accept/reject
  *              aml_context.c   configuration, init, connect, quiesce, finalize
@@ -582,6 +583,8 @@ static inline void aml_rx_count(aml_t * aml, int src)
 /* ---- protocols ------------------------------------------------------------------------- */
 /* aml_onepacket.c */
 int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x);
+int aml_onepacket_send_small(aml_t * aml, int peer, unsigned handler, const void *uhdr,
+                             size_t uhdr_len, const void *data, size_t len);
 void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *uhdr,
                                 const char *data, size_t len);
 

@@ -30,6 +30,21 @@ int aml_xfer(aml_t * aml, const aml_xfer_t * x)
     return aml_xfer_internal(aml, x);
 }
 
+int aml_amsend_small(aml_t * aml, int peer, unsigned handler, const void *uhdr,
+                     size_t uhdr_len, const void *data, size_t len)
+{
+    int rc;
+    if (AML_UNLIKELY(!aml || !aml->connected || !aml_peer_ok(aml, peer) ||
+                     handler >= AML_MAX_HANDLERS || uhdr_len > aml->max_uhdr ||
+                     (uhdr_len && !uhdr) || (len && !data) || !aml->compact ||
+                     uhdr_len > UINT8_MAX || aml->protocol != AML_PROTO_AUTO ||
+                     sizeof(aml_spkt_t) + uhdr_len + len > aml->compact_max))
+        return AML_ERR_INVAL;
+    if (AML_UNLIKELY((rc = aml_peer_ready(aml, peer)) != AML_OK))
+        return rc;
+    return aml_onepacket_send_small(aml, peer, handler, uhdr, uhdr_len, data, len);
+}
+
 int aml_xfer_internal(aml_t * aml, const aml_xfer_t * x)
 {
     int proto, rc;

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <unistd.h>
 #include <stdint.h>
+#include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -94,7 +94,7 @@ static void send_connect(aml_t * aml, int peer, uint32_t flags)
     memcpy(c + 1, aml->upid, aml->upid_len);
     aml->dyn_inflight++;
     if (flags & AML_CONNF_REPLY)
-        clock_gettime(CLOCK_MONOTONIC, &p->conn_sent);
+        p->conn_sent = now_ms();
     if (p->tport->send(p->ep, &c->op, sizeof(c->pkt), &c->body,
                        sizeof(c->body) + aml->upid_len, 0) == AML_TPORT_DONE)
         conn_sent(&c->op);
@@ -340,14 +340,12 @@ int aml_dynamic_wait(aml_t * aml, int i)
     if (aml->in_dispatch)
         return AML_ERR_STATE;
     while (p->dyn == AML_DYN_CONNECTING) {
-        struct timespec t;
+        int64_t t;
         aml_progress(aml);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if (p->dyn == AML_DYN_CONNECTING &&
-            (t.tv_sec - p->conn_sent.tv_sec) * 1000 +
-            (t.tv_nsec - p->conn_sent.tv_nsec) / 1000000 >= AML_CONNECT_RETRY_MS)
+        t = now_ms();
+        if (p->dyn == AML_DYN_CONNECTING && t - p->conn_sent >= AML_CONNECT_RETRY_MS)
             send_connect(aml, i, AML_CONNF_REPLY);
-        if (p->dyn == AML_DYN_CONNECTING && now_ms() > p->conn_deadline) {
+        if (p->dyn == AML_DYN_CONNECTING && t > p->conn_deadline) {
             snprintf(aml->errmsg, sizeof(aml->errmsg), "the process of another job did not "
                      "answer in time (is it accepting?)");
             return AML_ERR_TIMEOUT;

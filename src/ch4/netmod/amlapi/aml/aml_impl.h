@@ -37,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define AML_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define AML_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -218,7 +217,8 @@ typedef struct aml_peer {
                                  * our rank, or what a process of another job gave us) */
     aml_hent_t th;              /* another job's process: in aml->tokens, key = the token it
                                  * must put on every packet to us */
-    struct timespec conn_sent;  /* last CONNECT request to it (aml_dynamic_wait repeats it) */
+    int64_t conn_sent;          /* CLOCK_MONOTONIC ms of the last CONNECT request to it
+                                 * (aml_dynamic_wait repeats it) */
     int64_t conn_deadline;      /* CLOCK_MONOTONIC ms by which it must have answered */
     aml_hent_t uh;              /* in aml->uuids, key = its aml_t's id */
     char *upid;                 /* its upid (aml_upid), malloc'd */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seeds of fuzz_aml_rx (corpus/aml_rx/): well-formed packets of each kind from
+"""Writes the named starting inputs of fuzz_aml_rx (corpus/aml_rx/): well-formed packets of each kind from
 rank 1, in and out of sequence, and a CONNECT request from outside the job, in the record
 format fuzz_aml_rx.c reads. The layouts are aml_wire.h's (AML_WIRE_VERSION 5). The files
 named by a hash beside them are libFuzzer's minimized corpus of a long run (fuzz_aml_rx -merge=1
@@ -34,7 +34,7 @@ def rec(kind, hdr, data=b""):
     return struct.pack("<BHH", kind, len(hdr), len(data)) + hdr + data
 
 
-seeds = {
+inputs = {
     "one_short": rec(RANK1, short("ONE_SHORT", uhdr_len=4) + b"UHDRdata..", b""),
     "one_full": rec(RANK1, full("ONE", uhdr_len=8, msg_len=16, proto=1) + b"uhdr8byt",
                     bytes(range(16))),
@@ -67,6 +67,6 @@ seeds = {
 }
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "aml_rx")
 os.makedirs(out, exist_ok=True)
-for name, b in seeds.items():
+for name, b in inputs.items():
     with open(os.path.join(out, name), "wb") as f:
         f.write(b)

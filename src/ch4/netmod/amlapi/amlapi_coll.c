@@ -340,12 +340,12 @@ static int exec_start(exec_t * e)
     if (e->s->tmp_elems) {
         e->bufs[CT_BUF_TMP] = MPL_malloc((size_t) e->s->tmp_elems * e->s->elem_size,
                                          MPL_MEM_COLL);
-        MPIR_ERR_CHKANDJUMP(!e->bufs[CT_BUF_TMP], mpi_errno, MPI_ERR_OTHER, "**nomem");
+        MPIR_ERR_CHKANDJUMP(!e->bufs[CT_BUF_TMP], mpi_errno, MPI_ERR_NO_MEM, "**nomem");
     }
     e->reqs = MPL_malloc(sizeof(*e->reqs) * (n ? n : 1), MPL_MEM_COLL);
     e->req_step = MPL_malloc(sizeof(int) * (n ? n : 1), MPL_MEM_COLL);
     MPIR_ERR_CHKANDJUMP(!e->reqs || !e->req_step || ct_walk_init(&e->w, e->s) != CT_OK,
-                        mpi_errno, MPI_ERR_OTHER, "**nomem");
+                        mpi_errno, MPI_ERR_NO_MEM, "**nomem");
     e->walking = 1;
     pv_runs++;
   fn_fail:
@@ -464,7 +464,7 @@ static int view(exec_t * e, int buf, const void *ubuf, MPI_Aint count, MPI_Datat
         return MPI_SUCCESS;
     }
     char *p = MPL_malloc(count * size > 0 ? count * size : 1, MPL_MEM_COLL);
-    MPIR_ERR_CHKANDJUMP(!p, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIR_ERR_CHKANDJUMP(!p, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
     e->bufs[buf] = p;
     if (out) {
         e->out_p = e->out_tmp = p;
@@ -561,7 +561,7 @@ static int go(exec_t * e, MPIR_Comm * comm, MPIR_Request ** req, MPIR_Errflag_t 
         if (r)
             MPIR_Request_free(r);
         exec_finish(e, MPI_ERR_OTHER);
-        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**nomem");
+        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_NO_MEM, "**nomem");
     }
     *x = *e;
     if (x->s == &e->own)
@@ -654,7 +654,7 @@ int MPIDI_AMLAPI_torus_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count
     if (!all && comm->rank != root) {
         /* a non-root's recvbuf is insignificant: the schedule works in scratch */
         e.tmp[0] = MPL_malloc(count * extent, MPL_MEM_COLL);
-        MPIR_ERR_CHKANDJUMP(!e.tmp[0], mpi_errno, MPI_ERR_OTHER, "**nomem");
+        MPIR_ERR_CHKANDJUMP(!e.tmp[0], mpi_errno, MPI_ERR_NO_MEM, "**nomem");
         e.bufs[CT_BUF_RECV] = e.tmp[0];
     } else {
         e.bufs[CT_BUF_RECV] = (char *) recvbuf + lb;
@@ -715,7 +715,7 @@ int MPIDI_AMLAPI_torus_allgatherv(const void *sendbuf, MPI_Aint sendcount,
         base = (char *) recvbuf + lb;
     } else {
         base = e.out_tmp = MPL_malloc(total, MPL_MEM_COLL);
-        MPIR_ERR_CHKANDJUMP(!base, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        MPIR_ERR_CHKANDJUMP(!base, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
         /* allgather's blocks unpack as one; allgatherv's one by one (below, blocking only) */
         e.out_p = base;
         e.out_bytes = total;
@@ -780,7 +780,7 @@ int MPIDI_AMLAPI_torus_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Dat
     if (sendbuf == MPI_IN_PLACE) {
         /* the schedule reads every send block while it writes receive blocks */
         e.tmp[0] = e.bufs[CT_BUF_SEND] = MPL_malloc(recvcount * size * P, MPL_MEM_COLL);
-        MPIR_ERR_CHKANDJUMP(!e.tmp[0], mpi_errno, MPI_ERR_OTHER, "**nomem");
+        MPIR_ERR_CHKANDJUMP(!e.tmp[0], mpi_errno, MPI_ERR_NO_MEM, "**nomem");
         memcpy(e.bufs[CT_BUF_SEND], e.bufs[CT_BUF_RECV], recvcount * size * P);
     } else {
         mpi_errno = view(&e, CT_BUF_SEND, sendbuf, sendcount * P, sendtype, 1, 0);

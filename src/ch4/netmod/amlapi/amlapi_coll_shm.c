@@ -326,7 +326,7 @@ static int segment_of(MPIR_Comm * comm, cs_comm_t ** out)
     HASH_FIND_PTR(cs_comms, &comm, c);
     if (!c) {
         c = MPL_calloc(1, sizeof(*c), MPL_MEM_COLL);
-        MPIR_ERR_CHKANDJUMP(!c, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        MPIR_ERR_CHKANDJUMP(!c, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
         c->comm = comm;
         c->state = comm->comm_kind == MPIR_COMM_KIND__INTRACOMM && n >= 2 && all_local(comm) ?
             CS_COUNTING : CS_NEVER;

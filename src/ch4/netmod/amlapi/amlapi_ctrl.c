@@ -10,27 +10,24 @@
 
 /* ---- sends waiting for an answer ------------------------------------------------------ */
 
+/* A send is never on the posted-receive queue: its link there chains it here, so waiting
+ * costs no allocation (a user's MPI_Ssend cannot fail for want of memory here). */
 void MPIDI_AMLAPI_wait_put(MPIR_Request * sreq, uint64_t msg_id)
 {
-    MPIDI_AMLAPI_wait_ent_t *e = MPL_malloc(sizeof(*e), MPL_MEM_OTHER);
-    if (!e)
-        MPIDI_AMLAPI_fatal("out of memory tracking a send");
-    e->msg_id = msg_id;
-    e->sreq = sreq;
-    e->next = MPIDI_AMLAPI_p2p.waits[msg_id & 255];
-    MPIDI_AMLAPI_p2p.waits[msg_id & 255] = e;
+    MPIR_Request **head = &MPIDI_AMLAPI_p2p.waits[msg_id & 255];
+    MPIR_Assert(REQ(sreq).msg_id == msg_id);
+    REQ(sreq).next = *head;
+    *head = sreq;
 }
 
 /* Removes and returns the send waiting under msg_id, or NULL. */
 static MPIR_Request *wait_take(uint64_t msg_id)
 {
-    for (MPIDI_AMLAPI_wait_ent_t ** p = &MPIDI_AMLAPI_p2p.waits[msg_id & 255]; *p;
-         p = &(*p)->next) {
-        if ((*p)->msg_id == msg_id) {
-            MPIDI_AMLAPI_wait_ent_t *e = *p;
-            MPIR_Request *r = e->sreq;
-            *p = e->next;
-            MPL_free(e);
+    for (MPIR_Request ** p = &MPIDI_AMLAPI_p2p.waits[msg_id & 255]; *p; p = &REQ(*p).next) {
+        if (REQ(*p).msg_id == msg_id) {
+            MPIR_Request *r = *p;
+            *p = REQ(r).next;
+            REQ(r).next = NULL;
             return r;
         }
     }

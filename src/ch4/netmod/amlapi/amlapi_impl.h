@@ -57,12 +57,14 @@ typedef struct {
 #define MPIDI_AMLAPI_AMREQ(req) ((req)->dev.ch4.am.netmod_am.amlapi)
 #define MPIDI_AMLAPI_REQ(req) ((req)->dev.ch4.netmod.amlapi)
 
-/* An aml call that failed: MPI_ERR_OTHER naming the call and aml's reason. */
+/* An aml call that failed: MPI_ERR_NO_MEM or MPI_ERR_OTHER, naming the call and aml's reason. */
 #define MPIDI_AMLAPI_CHK(rc, call)                                                     \
     do {                                                                               \
         if (unlikely((rc) != AML_OK)) {                                                \
-            MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_aml",             \
-                                 "**amlapi_aml %s %s", call, aml_strerror(rc));        \
+            MPIR_ERR_SETANDJUMP2(mpi_errno,                                            \
+                                 (rc) == AML_ERR_NOMEM ? MPI_ERR_NO_MEM : MPI_ERR_OTHER, \
+                                 "**amlapi_aml", "**amlapi_aml %s %s", call,           \
+                                 aml_strerror(rc));                                    \
         }                                                                              \
     } while (0)
 
@@ -129,7 +131,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_pack(const void *buf, MPI_Aint count,
     int mpi_errno = MPI_SUCCESS;
     MPI_Aint packed;
     *pack = MPL_malloc(data_sz, MPL_MEM_BUFFER);
-    MPIR_ERR_CHKANDJUMP1(*pack == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem", "**nomem %s",
+    MPIR_ERR_CHKANDJUMP1(*pack == NULL, mpi_errno, MPI_ERR_NO_MEM, "**nomem", "**nomem %s",
                          "amlapi pack buffer");
     mpi_errno = MPIR_Typerep_pack(buf, count, datatype, 0, *pack, data_sz, &packed);
     MPIR_ERR_CHECK(mpi_errno);

@@ -147,11 +147,6 @@ void MPIDI_AMLAPI_p2p_finalize(void)
         MPIDI_AMLAPI_ue_dequeue(ue);
         MPL_free(ue);
     }
-    for (int i = 0; i < 256; i++) {
-        while (MPIDI_AMLAPI_p2p.waits[i]) {
-            MPIDI_AMLAPI_wait_ent_t *e = MPIDI_AMLAPI_p2p.waits[i];
-            MPIDI_AMLAPI_p2p.waits[i] = e->next;
-            MPL_free(e);
-        }
-    }
+    for (int i = 0; i < 256; i++)
+        MPIDI_AMLAPI_p2p.waits[i] = NULL;   /* the requests are MPICH's */
 }

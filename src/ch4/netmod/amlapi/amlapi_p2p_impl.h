@@ -92,13 +92,6 @@ typedef struct MPIDI_AMLAPI_ue {
 /* the per-request state (MPIDI_AMLAPI_request_t), short: these files use it on every line */
 #define REQ(r) MPIDI_AMLAPI_REQ(r)
 
-/* a send waiting for a SYNC_ACK or CANCEL_ACK (amlapi_ctrl.c) */
-typedef struct MPIDI_AMLAPI_wait_ent {
-    struct MPIDI_AMLAPI_wait_ent *next;
-    uint64_t msg_id;
-    MPIR_Request *sreq;
-} MPIDI_AMLAPI_wait_ent_t;
-
 /* the state, reset at each MPIDI_AMLAPI_p2p_init */
 typedef struct {
     MPIR_Request *posted_head, *posted_tail;
@@ -108,8 +101,9 @@ typedef struct {
     /* largest data of a send aml copies before returning (aml_amsend_small: completes at
      * injection, no request); -1 when a protocol is forced */
     MPI_Aint inline_max;
-    /* sends waiting for a SYNC_ACK or CANCEL_ACK, by msg_id */
-    MPIDI_AMLAPI_wait_ent_t *waits[256];
+    /* sends waiting for a SYNC_ACK or CANCEL_ACK, by msg_id, chained through their requests'
+     * posted-queue link (amlapi_ctrl.c) */
+    MPIR_Request *waits[256];
 } MPIDI_AMLAPI_p2p_t;
 
 extern MPIDI_AMLAPI_p2p_t MPIDI_AMLAPI_p2p;

@@ -137,7 +137,7 @@ void MPIDI_AMLAPI_recv_landing(MPIR_Request * rreq, MPI_Aint len, aml_recv_t * r
             /* no room to stage it: this receive fails (the error handler decides), the
              * message is consumed and dropped as it arrives, and the job goes on */
             rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE,
-                                                          __func__, __LINE__, MPI_ERR_OTHER,
+                                                          __func__, __LINE__, MPI_ERR_NO_MEM,
                                                           "**nomem", "**nomem %s",
                                                           "amlapi receive staging buffer");
             MPIR_STATUS_SET_COUNT(rreq->status, 0);

@@ -181,7 +181,7 @@ int MPIDI_AMLAPI_dynamic_send(uint64_t remote_gpid, int tag, const void *buf, in
     int rc;
 
     s = MPL_malloc(sizeof(*s) + size, MPL_MEM_OTHER);
-    MPIR_ERR_CHKANDJUMP1(!s, mpi_errno, MPI_ERR_OTHER, "**nomem", "**nomem %s",
+    MPIR_ERR_CHKANDJUMP1(!s, mpi_errno, MPI_ERR_NO_MEM, "**nomem", "**nomem %s",
                          "connect/accept message");
     s->done = 0;
     s->abandoned = 0;

@@ -74,10 +74,31 @@ static void landed_op_done(aml_tport_op_t * op)
     landed(op->aml, AML_CONTAINER(op, aml_rmsg_t, op));
 }
 
-/* Lands a transport-rendezvous message where its handler (or aml_accept) said. */
+/* Lets the transport drop r's data unmoved; its sender completes as if it had moved. While rx
+ * handles that descriptor, rx's answer says so (UCX may not be handed it back during its
+ * callback); later, the transport releases it. */
+static void drop(aml_t * aml, aml_rmsg_t * r)
+{
+    if (r->tport_desc == aml->rx_desc)
+        aml->rx_desc_dropped = true;
+    else
+        aml->peers[r->src].tport->rndv_release(aml, r->tport_desc);
+    r->tport_desc = NULL;
+    r->moved = 0;
+}
+
+/* Lands a transport-rendezvous message where its handler (or aml_accept) said. A receiver that
+ * wants none of it (a receive of nothing, or with no memory to stage it) costs no buffer:
+ * the transport cannot move part of a message, but it can move none. */
 void aml_rndv_tport_recv(aml_t * aml, aml_rmsg_t * r)
 {
-    void *dst = aml_rmsg_landing(aml, r, false);
+    void *dst;
+    if (!r->recv.buf && r->recv.partial && r->recv.want == 0) {
+        drop(aml, r);
+        landed(aml, r);
+        return;
+    }
+    dst = aml_rmsg_landing(aml, r, false);
     r->op.done = landed_op_done;
     r->op.aml = aml;
     r->op.peer = r->src;

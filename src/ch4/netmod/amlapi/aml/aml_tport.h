@@ -14,9 +14,12 @@
  * - Packets. A packet is a header (hdr_len bytes) and an optional payload (len bytes). The
  *   receiver gets both as they were sent, through the rx function given to init, called
  *   from progress only (rx raises aml->in_dispatch itself while it runs handlers). A
- *   transport should keep the order of each endpoint (UCX does, except for its rendezvous
- *   sends); aml's sequence numbers restore it where it does not, holding up to AML_STASH_MAX
- *   early packets per peer. The largest header is what init reports in *max_hdr.
+ *   transport keeps the order of each endpoint: UCX does for every send, a rendezvous' RTS
+ *   included (UCT queues a send behind the endpoint's pending ones), and vnode's rings are
+ *   FIFOs. aml's sequence numbers check it and restore an order briefly lost
+ *   (debug_reorder), holding up to AML_STASH_MAX early packets per peer: more means a
+ *   misbehaving peer, never a burst of a correct one (aml_tests burst_order). The largest
+ *   header is what init reports in *max_hdr.
  * - Buffers. The header and payload of a send belong to the transport until the send
  *   completes (AML_TPORT_DONE on return, or op->done later); send_inline copies at once or
  *   refuses. A rendezvous payload is read by the transport when the receiver takes it. The
@@ -85,7 +88,8 @@ enum {
 #define AML_TPORT_RX_RNDV 0x1   /* data is the transport's rendezvous descriptor, not bytes;
                                  * len is the payload's size */
 #define AML_TPORT_RX_KEPT 1     /* rx returns it when it kept that descriptor: the receiver
-                                 * calls rndv_recv or rndv_release later (exactly once) */
+                                 * calls rndv_recv or rndv_release later (exactly once);
+                                 * 0: the transport drops it, and the send completes */
 
 /* Called for every arriving packet, from progress; hdr and data are valid during the call
  * only (a kept rendezvous descriptor stays valid). src: the peer the transport knows sent

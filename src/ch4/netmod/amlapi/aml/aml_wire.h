@@ -147,7 +147,7 @@ typedef struct aml_mpkt {
 #define AML_SEQ_WINDOW (1 << 15) /* a packet this far ahead of its sequence is malformed (compact
                                   * headers carry 16 bits of sequence number) */
 #define AML_STASH_MAX 4096      /* early packets held per peer: beyond, the peer is misbehaving
-                                 * (debug_reorder holds one; UCX reorders only rendezvous) */
+                                 * (the transports keep order; debug_reorder holds one) */
 #define AML_COMPACT_MAX_RANKS (1 << 24)
 #define AML_SPKT_SRC(s) ((uint32_t) (s)->src_hi << 16 | (s)->src_lo)
 

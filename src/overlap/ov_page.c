@@ -35,7 +35,6 @@ __thread int ov_is_owner;
 volatile int ov_owner_out;
 volatile unsigned ov_tab_seq;
 
-static inline uintptr_t pg_of(const void *p) { return (uintptr_t)p / ov.page; }
 static inline char *pg_addr(uintptr_t pg) { return (char *)(pg * ov.page); }
 
 void ov_page_init(void)

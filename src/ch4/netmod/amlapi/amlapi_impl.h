@@ -61,10 +61,12 @@ typedef struct {
 #define MPIDI_AMLAPI_CHK(rc, call)                                                     \
     do {                                                                               \
         if (unlikely((rc) != AML_OK)) {                                                \
-            MPIR_ERR_SETANDJUMP2(mpi_errno,                                            \
-                                 (rc) == AML_ERR_NOMEM ? MPI_ERR_NO_MEM : MPI_ERR_OTHER, \
-                                 "**amlapi_aml", "**amlapi_aml %s %s", call,           \
-                                 aml_strerror(rc));                                    \
+            /* literal classes: MPICH's extracterrmsgs (autogen) reads these calls */    \
+            if ((rc) == AML_ERR_NOMEM)                                                 \
+                MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_NO_MEM, "**amlapi_aml",        \
+                                     "**amlapi_aml %s %s", call, aml_strerror(rc));    \
+            MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_aml",             \
+                                 "**amlapi_aml %s %s", call, aml_strerror(rc));        \
         }                                                                              \
     } while (0)
 

@@ -4,6 +4,7 @@
 
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
+#include "amlapi_am_hdr.h"
 
 /* aml origin completion of an am_isend: the send buffer may be reused */
 static void am_isend_done(aml_t * aml, void *arg)
@@ -94,16 +95,11 @@ static void whole_msg_done(aml_t * aml, void *arg)
     MPL_free(w);
 }
 
-/* What each MPIDIG handler reads of its header: the struct it casts the header to and, for
- * the headers that carry more behind that struct, the int-typed or MPI_Aint-typed field that
- * says how much. MPIDIG trusts these lengths; a peer's packet that is shorter than they say
- * would be read past its end, so it is refused here as malformed. */
-typedef struct {
-    const char *name;
-    uint16_t fixed;             /* sizeof the header struct */
-    uint16_t var_at;            /* offset of the length of what follows it, if var_size */
-    uint8_t var_size;           /* 0, sizeof(int) or sizeof(MPI_Aint) */
-} mpidig_hdr_desc_t;
+/* What each MPIDIG handler reads of its header (amlapi_am_hdr.h). MPIDIG trusts these
+ * lengths; a peer's packet that is shorter than they say would be read past its end, so it is
+ * refused here as malformed. */
+typedef MPIDI_AMLAPI_am_hdr_desc_t mpidig_hdr_desc_t;
+_Static_assert(sizeof(int) == 4 && sizeof(MPI_Aint) == 8, "length fields are 4 or 8 bytes");
 
 #define HDR(id, type) [id] = { #id, sizeof(type), 0, 0 }
 #define HDR_VAR(id, type, field) \
@@ -162,27 +158,16 @@ static void mpidig_hdr_check(int src, int id, const char *hdr, size_t len)
 {
     const mpidig_hdr_desc_t *d;
     size_t need;
+    int64_t extra;
+    int rc;
     if (id >= MPIDIG_HANDLER_STATIC_MAX || !mpidig_hdr_desc[id].name)
         return;
     d = &mpidig_hdr_desc[id];
-    need = d->fixed;
-    if (len >= need && d->var_size) {
-        int64_t extra;
-        if (d->var_size == sizeof(int)) {
-            int v;
-            memcpy(&v, hdr + d->var_at, sizeof(v));
-            extra = v;
-        } else {
-            MPI_Aint v;
-            memcpy(&v, hdr + d->var_at, sizeof(v));
-            extra = v;
-        }
-        if (extra < 0 || extra > (int64_t) AML_UHDR_LIMIT)
-            MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: %s header says %lld "
-                               "bytes follow it", src, d->name, (long long) extra);
-        need += (size_t) extra;
-    }
-    if (len < need)
+    rc = MPIDI_AMLAPI_am_hdr_need(d, hdr, len, AML_UHDR_LIMIT, &need, &extra);
+    if (rc < 0)
+        MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: %s header says %lld "
+                           "bytes follow it", src, d->name, (long long) extra);
+    if (rc > 0)
         MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: %zu-byte %s header, its "
                            "handler reads %zu", src, len, d->name, need);
 }
@@ -192,8 +177,7 @@ static void mpidig_hdr_check(int src, int id, const char *hdr, size_t len)
 static size_t mpidig_alloc_size(int src, int id, size_t rec, size_t hlen, size_t msg_len)
 {
     size_t n;
-    if (__builtin_add_overflow(rec, MPL_ROUND_UP_ALIGN(hlen, 8), &n) ||
-        __builtin_add_overflow(n, msg_len, &n))
+    if (MPIDI_AMLAPI_am_alloc_size(rec, hlen, msg_len, &n))
         MPIDI_AMLAPI_fatal("malformed MPIDIG message from rank %d: handler %d announces %zu "
                            "data bytes", src, id, msg_len);
     return n;

@@ -144,11 +144,13 @@ static int cma_check(vnode_t * v, int peer, const char *op)
 static int cma_fail(vnode_t * v, int peer, const char *op, uint64_t raddr, size_t len,
                     size_t done, ssize_t n)
 {
-    return vnode_fail(v, VNODE_ERR_SYS, "vnode: %s with local rank %d (pid %llu) at remote "
-                      "address %#llx, %zu bytes: failed after %zu bytes: %s", op, peer,
-                      (unsigned long long) VNODE_LOAD(&vnode_rank(v, peer)->pid, RELAXED),
-                      (unsigned long long) raddr, len, done,
-                      n < 0 ? strerror(errno) : "no progress");
+    vnode_fail(v, VNODE_ERR_SYS, "vnode: %s with local rank %d (pid %llu) at remote "
+               "address %#llx, %zu bytes: failed after %zu bytes: %s", op, peer,
+               (unsigned long long) VNODE_LOAD(&vnode_rank(v, peer)->pid, RELAXED),
+               (unsigned long long) raddr, len, done,
+               n < 0 ? strerror(errno) : "no progress");
+    v->err_peer = peer;         /* the copy's peer (vnode_error_peer): aml names its rank */
+    return VNODE_ERR_SYS;
 }
 
 /* The local buffers iov (len bytes in all) against the remote range [raddr, raddr + len),

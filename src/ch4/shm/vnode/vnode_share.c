@@ -229,7 +229,10 @@ static int help_slot(vnode_t * v, vnode_xslot_t * x, unsigned i)
         if (!__atomic_compare_exchange_n(&x->next, &n, n + 1, false, __ATOMIC_ACQ_REL,
                                          __ATOMIC_RELAXED))
             continue;
-        if (c >= (unsigned) v->nlocal || c == (unsigned) v->local || chunk == 0) {
+        /* chunks are whole pages (vnode_copy_shared): 1-byte ones would cost this rank a
+         * system call per byte */
+        if (c >= (unsigned) v->nlocal || c == (unsigned) v->local || chunk == 0 ||
+            (chunk & 4095)) {
             vnode_fail(v, VNODE_ERR_MALFORMED, "vnode: the copy of export %u claims to be "
                        "local rank %u's, chunks of %llu bytes", i, c,
                        (unsigned long long) chunk);

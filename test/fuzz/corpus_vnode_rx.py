@@ -11,11 +11,8 @@ corpus/vnode_rx RUN_CORPUS: edges, not hit counts, or the corpus grows past 600 
 import os
 import struct
 
-T = dict(ONE=1, EAGER_FIRST=2, EAGER_CONT=3, RNDV_SCOUT=4, RNDV_DONE=5, CMPL=6, GET_REQ=7,
-         RMW_REQ=8, RMW_REPLY=9, FENCE_REQ=10, FENCE_ACK=11, ADAPT_FIRST=12, ADAPT_DATA=13,
-         ADAPT_TOKEN=14, RNDV_RTR=15, RNDV_FIN=16, ONE_SHORT=17, EAGER_SFIRST=18,
-         EAGER_SCONT=19, ADAPT_SFIRST=20, ADAPT_SDATA=21, RNDV_SSCOUT=22, QUIESCE=23,
-         CONNECT=24)
+from aml_packets import T, full, short, medium  # noqa: F401
+
 NUNITS, MAX_PKT, MARK = 512, 1608, lambda idx: 0x8000 | (idx & 0x7fff)
 PAD_HLEN = 0xffff
 SHORT, LONG = 4, 16
@@ -31,22 +28,7 @@ def key(slot, gen):
     return gen << 8 | slot | 0x80
 
 
-# ---- aml packets ----------------------------------------------------------------------
-
-def full(t, src=1, seq=0, handler=0, uhdr_len=0, msg_len=0, msg_id=0, addr=0, cntr=0,
-         aux0=0, aux1=0, proto=0, flags=0):
-    return struct.pack("<BBBBHHIIIIQQQQQQ", T[t], proto, flags, 0, handler, 0, src, seq,
-                       uhdr_len, 0, msg_len, msg_id, addr, cntr, aux0, aux1)
-
-
-def short(t, src=1, seq=0, handler=0, uhdr_len=0):
-    return struct.pack("<BBBBHH", T[t], handler, uhdr_len, src >> 16, src & 0xffff,
-                       seq & 0xffff)
-
-
-def medium(t, msg_len, off, msg_id, **kw):
-    return short(t, **kw) + struct.pack("<IIQ", msg_len, off, msg_id)
-
+# ---- aml's rkeys ----------------------------------------------------------------------
 
 def vrange(addr, length, k=0):
     """aml_vnode.c's rkey: the range a peer advertised, and its export key"""

@@ -35,6 +35,7 @@
  * and a SIGSEGV handler names the link before the process dies. */
 #define _GNU_SOURCE
 #include "mps_impl.h"
+#include "native_check.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -46,7 +47,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define MPS_ARENA_MAX (1ull << 40)  /* MPS_ARENA_BYTES above it is a mistake, not a size */
 #define NAT_RING 1024               /* descriptors; at most this many arena buffers per end */
 #define NAT_MAX_ALLOCS 64           /* send pools in one end's arena at a time */
 #define NAT_ATTACHED (1ull << 63)   /* in in_word: the owner's receive pool takes hand-offs */
@@ -233,10 +233,8 @@ int mps_nat_chan_open(mps_state *s, mps_channel *ch, const mps_topo_link *l, MPI
     size_t arena = 2 * round_page((size_t)l->bufsize) * (size_t)l->bufcount;
     const char *e = getenv("MPS_ARENA_BYTES");
     if (e && *e) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(e, &end, 0);
-        if (errno || end == e || *end || e[0] == '-' || v > MPS_ARENA_MAX)
+        unsigned long long v;
+        if (mps_parse_arena_bytes(e, &v) != 0)
             return mps_error(MPS_ERR_ARG, "MPS_ARENA_BYTES=%s: not a number of bytes in 0..%llu", e,
                              (unsigned long long)MPS_ARENA_MAX);
         arena = (size_t)v;
@@ -624,11 +622,10 @@ int mps_nat_pending(MPS_pool_t p)
 }
 
 /* A descriptor the other end wrote (read once into d): a buffer inside its arena, or the job
- * ends. Compared without sums, so no offset near 2^64 wraps into range. */
+ * ends. */
 static void desc_check(const struct mps_nat_chan *nc, const struct nat_desc *d)
 {
-    if (d->off <= nc->arena && d->len <= nc->arena - d->off && d->off % page == 0 &&
-        d->bytes >= 0 && (uint64_t)d->bytes <= d->len)
+    if (mps_nat_desc_ok(nc->arena, page, d->off, d->len, d->bytes))
         return;
     fprintf(stderr, "MPS: link '%s': corrupt hand-off (offset %llu, %u bytes of %d), aborting\n", nc->name,
             (unsigned long long)d->off, d->len, d->bytes);

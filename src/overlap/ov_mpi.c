@@ -21,6 +21,7 @@
  * communicator management) just mark "inside MPI" so a fault there is known as MPI's. */
 #define _GNU_SOURCE
 #include "ov.h"
+#include "ov_env.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -42,10 +43,8 @@ static long env_long(const char *name, long dflt)
     const char *v = getenv(name);
     if (!v || !*v)
         return dflt;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno == ERANGE || x < 0 || x > INT_MAX) {
+    long x;
+    if (ov_parse_long(v, 0, INT_MAX, &x) != 0) {
         fprintf(stderr, "mpioverlap: %s=%s is not an integer from 0 to %d\n", name, v, INT_MAX);
         exit(1);
     }

@@ -16,6 +16,7 @@
  * owner completes its requests before it returns to the application (ov_page_release). */
 #define _GNU_SOURCE
 #include "ov.h"
+#include "ov_env.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -197,9 +198,8 @@ void ov_signal_init(void)
     park_sig = SIGRTMAX - 3;
     const char *v = getenv("MPIOVERLAP_PARK_SIGNAL");
     if (v && *v) {
-        char *end;
-        long x = strtol(v, &end, 10);
-        if (*end || x < SIGRTMIN || x > SIGRTMAX) {
+        long x;
+        if (ov_parse_long(v, SIGRTMIN, SIGRTMAX, &x) != 0) {
             fprintf(stderr, "mpioverlap: MPIOVERLAP_PARK_SIGNAL=%s is not a real-time signal (%d..%d)\n",
                     v, SIGRTMIN, SIGRTMAX);
             exit(1);

@@ -147,6 +147,4 @@ void MPIDI_AMLAPI_p2p_finalize(void)
         MPIDI_AMLAPI_ue_dequeue(ue);
         MPL_free(ue);
     }
-    for (int i = 0; i < 256; i++)
-        MPIDI_AMLAPI_p2p.waits[i] = NULL;   /* the requests are MPICH's */
 }

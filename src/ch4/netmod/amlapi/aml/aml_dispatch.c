@@ -301,24 +301,6 @@ static int rx_decode(aml_t * aml, const void *header, size_t header_length, void
 }
 
 static int rx_packet(aml_t * aml, const void *header, size_t header_length, void *data,
-                     size_t length, unsigned flags, int64_t known_src);
-
-/* A rendezvous descriptor dropped while rx handles it goes back as the callback's answer:
- * the transport frees it and completes the sender (aml_rndv_tport_drop). */
-int aml_rx(aml_t * aml, const void *header, size_t header_length, void *data, size_t length,
-           unsigned flags, int64_t known_src)
-{
-    int rc;
-    if (AML_LIKELY(!(flags & AML_TPORT_RX_RNDV)))
-        return rx_packet(aml, header, header_length, data, length, flags, known_src);
-    aml->rx_desc = data;
-    aml->rx_desc_dropped = false;
-    rc = rx_packet(aml, header, header_length, data, length, flags, known_src);
-    aml->rx_desc = NULL;
-    return aml->rx_desc_dropped ? 0 : rc;
-}
-
-static int rx_packet(aml_t * aml, const void *header, size_t header_length, void *data,
                      size_t length, unsigned flags, int64_t known_src)
 {
     bool by_rndv = flags & AML_TPORT_RX_RNDV;
@@ -366,6 +348,21 @@ static int rx_packet(aml_t * aml, const void *header, size_t header_length, void
     }
 
     return rx_decode(aml, header, header_length, data, length, by_rndv);
+}
+
+/* A rendezvous descriptor dropped while rx handles it goes back as the callback's answer:
+ * the transport frees it and completes the sender (aml_rndv_tport.c). */
+int aml_rx(aml_t * aml, const void *header, size_t header_length, void *data, size_t length,
+           unsigned flags, int64_t known_src)
+{
+    int rc;
+    if (AML_LIKELY(!(flags & AML_TPORT_RX_RNDV)))
+        return rx_packet(aml, header, header_length, data, length, flags, known_src);
+    aml->rx_desc = data;
+    aml->rx_desc_dropped = false;
+    rc = rx_packet(aml, header, header_length, data, length, flags, known_src);
+    aml->rx_desc = NULL;
+    return aml->rx_desc_dropped ? 0 : rc;
 }
 
 /* ---- deferred messages ---------------------------------------------------------------- */

@@ -296,7 +296,7 @@ struct aml {
     bool connected;
     int in_dispatch;            /* >0 while a transport callback runs our handlers */
     void *rx_desc;              /* the rendezvous descriptor rx is handling, or NULL */
-    bool rx_desc_dropped;       /* ... and it was dropped unmoved (aml_rndv_tport_drop) */
+    bool rx_desc_dropped;       /* ... and it was dropped unmoved (aml_rndv_tport.c) */
     aml_handler_t handlers[AML_H_TOTAL];
     aml_sdesc_t *free_sdesc;
     void *free_smsg, *free_rmsg;        /* message records for reuse, linked through their

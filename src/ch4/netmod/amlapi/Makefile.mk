@@ -83,6 +83,7 @@ mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_util.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_wire.c \
                     src/mpid/ch4/netmod/amlapi/aml/aml_xfer.c \
+                    src/mpid/ch4/shm/vnode/vnode_fail.c \
                     src/mpid/ch4/shm/vnode/vnode_seg.c \
                     src/mpid/ch4/shm/vnode/vnode_hand.c \
                     src/mpid/ch4/shm/vnode/vnode_ring.c \

@@ -2,7 +2,8 @@
  * Doorbells: how a sleeping rank is woken. Each rank's doorbell is an eventfd it made in
  * vnode_init; local rank 0 gathers them and hands them all to every local rank with the segment
  * (vnode_hand.c): no name, so nobody outside the job can ring it. To sleep, it stores ARMED in its
- * sleeping word, fences, and looks once more for work (vnode_arm); a sender fences after publishing
+ * sleeping word, fences (vnode_arm_bell), and looks once more for work in its rings (vnode_arm,
+ * vnode_ring.c, which calls this file and not the other way round); a sender fences after publishing
  * and, if it sees ARMED, swaps it to RUNG (so one wake per sleep) and adds 1 to the sleeper's
  * eventfd.
  *
@@ -85,21 +86,15 @@ void vnode_bell_drain(vnode_t * v)
     while (read(v->bells[v->local], &n, sizeof(n)) < 0 && errno == EINTR);
 }
 
-int vnode_arm(vnode_t * v)
+int vnode_arm_bell(vnode_t * v)
 {
-    if (!v->attached)
-        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_arm before vnode_attach");
     if (!v->sleepy && !become_sleepy(v))
-        return VNODE_AGAIN;
+        return 0;
     uint32_t *s = &vnode_rank(v, v->local)->sleeping;
     VNODE_STORE(s, VNODE_ARMED, RELAXED);
     v->armed = true;
     VNODE_FENCE();
-    if (vnode_rx_pending(v) || vnode_tx_room(v)) {
-        vnode_disarm(v);
-        return VNODE_AGAIN;
-    }
-    return VNODE_OK;
+    return 1;
 }
 
 void vnode_disarm(vnode_t * v)

@@ -202,8 +202,10 @@ struct vnode {
     struct vnode_watcher *watcher;      /* vnode_watch's thread, or NULL */
 };
 
-/* vnode_seg.c */
+/* vnode_fail.c: records the failure's message in v (err_peer -1) and returns rc */
 int vnode_fail(vnode_t * v, int rc, const char *fmt, ...) __attribute__ ((format(printf, 3, 4)));
+
+/* vnode_seg.c */
 int vnode_layout(const vnode_config_t * cfg, vnode_layout_t * L, char *err, size_t errlen);
 
 static inline vnode_seg_hdr_t *vnode_hdr(const vnode_t * v)
@@ -240,27 +242,16 @@ int vnode_hand_fetch(vnode_t * v, uint64_t key, double deadline);
 
 /* vnode_ring.c */
 int vnode_ring_setup(vnode_t * v);      /* after mapping, before publishing the attach */
-bool vnode_rx_pending(vnode_t * v);     /* vnode_arm: a direct ring or the summary has work */
-bool vnode_tx_room(vnode_t * v);        /* vnode_arm: a ring this rank waits on has room */
 
 /* vnode_bell.c */
 void vnode_bell_close(vnode_t * v);
 void vnode_bell_ring(vnode_t * v, int peer);
 void vnode_bell_drain(vnode_t * v);
+/* vnode_arm's first half: ARMED stored and fenced, the look for work is the caller's; 0 when
+ * it must poll once more instead */
+int vnode_arm_bell(vnode_t * v);
 void vnode_disarm(vnode_t * v);         /* ends a sleep: AWAKE, drain the doorbell if rung */
 void vnode_fence_setup(vnode_t * v);    /* vnode_ring_setup: membarrier, our sleepy word */
-
-/* Rings peer's doorbell if it sleeps; only one waker per sleep (ARMED -> RUNG). The caller
- * fenced after publishing what peer should see. */
-static inline void vnode_wake(vnode_t * v, int peer)
-{
-    uint32_t *s = &vnode_rank(v, peer)->sleeping;
-    uint32_t armed = VNODE_ARMED;
-    if (VNODE_LOAD(s, RELAXED) == VNODE_ARMED &&
-        __atomic_compare_exchange_n(s, &armed, VNODE_RUNG, false, __ATOMIC_SEQ_CST,
-                                    __ATOMIC_RELAXED))
-        vnode_bell_ring(v, peer);
-}
 
 /* vnode_watch.c */
 int vnode_alive_hold(vnode_t * v);      /* at attach, before publishing it */

@@ -166,6 +166,18 @@ static inline char *tx_room(vnode_t * v, vnode_tx_t * t, uint64_t k, uint64_t * 
     return unit_at(t->units, at);
 }
 
+/* Rings peer's doorbell if it sleeps; only one waker per sleep (ARMED -> RUNG). The caller
+ * fenced after publishing what peer should see. */
+static inline void wake_peer(vnode_t * v, int peer)
+{
+    uint32_t *s = &vnode_rank(v, peer)->sleeping;
+    uint32_t armed = VNODE_ARMED;
+    if (VNODE_LOAD(s, RELAXED) == VNODE_ARMED &&
+        __atomic_compare_exchange_n(s, &armed, VNODE_RUNG, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED))
+        vnode_bell_ring(v, peer);
+}
+
 /* Publishes the record of k units written at unit pos with its first word, then tells the
  * receiver: its summary bit unless it polls this ring directly, its doorbell if it sleeps. */
 static inline void tx_publish(vnode_t * v, int dst, vnode_tx_t * t, uint64_t pos, uint64_t k,
@@ -202,7 +214,7 @@ static inline void tx_publish(vnode_t * v, int dst, vnode_tx_t * t, uint64_t pos
             VNODE_FENCE();
         }
     }
-    vnode_wake(v, dst);
+    wake_peer(v, dst);
 }
 
 int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *data,
@@ -310,7 +322,7 @@ static void rx_publish(vnode_t * v, int p, vnode_rx_t * r)
     r->pub = r->tail;
     VNODE_FENCE();
     if (VNODE_LOAD(&r->ctl->tx_wait, RELAXED))
-        vnode_wake(v, p);
+        wake_peer(v, p);
 }
 
 /* Delivers up to max packets from p's ring: their number or VNODE_ERR_MALFORMED. */
@@ -519,7 +531,8 @@ static int poll_all(vnode_t * v, vnode_rx_fn_t fn, void *arg)
     return total;
 }
 
-bool vnode_rx_pending(vnode_t * v)
+/* vnode_arm: a direct ring or the summary has work */
+static bool rx_pending(vnode_t * v)
 {
     for (int i = 0; i < v->ndirect; i++)
         if (rx_ready(v, v->direct[i]))
@@ -531,7 +544,8 @@ bool vnode_rx_pending(vnode_t * v)
     return false;
 }
 
-bool vnode_tx_room(vnode_t * v)
+/* vnode_arm: a ring this rank waits on has room */
+static bool tx_waited_room(vnode_t * v)
 {
     if (!v->nwait)
         return false;
@@ -544,6 +558,21 @@ bool vnode_tx_room(vnode_t * v)
             return true;
     }
     return false;
+}
+
+/* Before sleeping: the doorbell armed (vnode_bell.c), then one more look for work, since a
+ * sender that published before it saw ARMED rings nothing (the protocol: vnode_bell.c). */
+int vnode_arm(vnode_t * v)
+{
+    if (!v->attached)
+        return vnode_fail(v, VNODE_ERR_INVAL, "vnode: vnode_arm before vnode_attach");
+    if (!vnode_arm_bell(v))
+        return VNODE_AGAIN;
+    if (rx_pending(v) || tx_waited_room(v)) {
+        vnode_disarm(v);
+        return VNODE_AGAIN;
+    }
+    return VNODE_OK;
 }
 
 #ifdef VNODE_TEST_HOOKS

@@ -1,7 +1,7 @@
 /*
  * The segment: its size, creation by local rank 0 (vnode_init) as an anonymous memfd, and
  * attachment by every rank (vnode_attach) once vnode_hand.c handed it out: nothing has a name
- * in /dev/shm or anywhere else a crash could leave; plus configuration, errors, accessors and
+ * in /dev/shm or anywhere else a crash could leave; plus configuration, accessors and
  * counters.
  */
 #define _GNU_SOURCE
@@ -28,16 +28,6 @@ void vnode_config_default(vnode_config_t * cfg)
     cfg->direct = 8;
     cfg->attach_timeout_ms = 60000;
     cfg->share_min = 65536;     /* MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY says why */
-}
-
-int vnode_fail(vnode_t * v, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    v->err_peer = -1;
-    va_start(ap, fmt);
-    vsnprintf(v->err, sizeof(v->err), fmt, ap);
-    va_end(ap);
-    return rc;
 }
 
 static size_t round_up(size_t x, size_t a)
@@ -393,16 +383,6 @@ void vnode_finalize(vnode_t * v)
     free(v->tx);
     free(v->rx);
     free(v);
-}
-
-int vnode_error_peer(const vnode_t * v)
-{
-    return v ? v->err_peer : -1;
-}
-
-const char *vnode_error(const vnode_t * v)
-{
-    return v ? v->err : "vnode: no vnode";
 }
 
 int vnode_local(const vnode_t * v)

@@ -19,7 +19,8 @@
 #include "vnode_impl.h"         /* vnode_layout: the segment's size, as vnode_init computes it */
 #include "aml_impl.h"           /* aml_vnode_max_hdr: vnode's largest header */
 #include "coll_torus.h"
-#include "amlapi_cvars.h"       /* generated from the CVAR blocks by maint/gen-tuning */
+#include "amlapi_cvars.h"
+#include "../ch4/netmod/amlapi/amlapi_cvar_range.h"       /* generated from the CVAR blocks by maint/gen-tuning */
 
 #include <errno.h>
 #include <hwloc.h>
@@ -124,11 +125,34 @@ static const char *cvar_env(const char *x, char *var, size_t len)
     return val;
 }
 
+/* The range MPI_Init holds an int CVAR to (the netmod's table), if it has one: 1 and *lo,
+ * *hi, *zero (0 allowed too); else 0. */
+static int range_of(const char *x, long long *lo, long long *hi, int *zero)
+{
+    static const struct {
+        const char *name;
+        int lo, hi, zero;
+    } ranges[] = {
+#define ROW(n, l, h, z) { #n, l, h, z },
+        MPIDI_AMLAPI_CVAR_RANGES(ROW)
+#undef ROW
+    };
+    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+        if (!strcmp(ranges[i].name, x)) {
+            *lo = ranges[i].lo;
+            *hi = ranges[i].hi;
+            *zero = ranges[i].zero;
+            return 1;
+        }
+    return 0;
+}
+
 /* An int CVAR's value s, read from var: MPICH's syntax (spaces, an optional '-' then '+',
  * digits; no digit reads as 0, as MPL_env2int has it), but a value that does not fit an int
  * is refused here where MPL_env2int would wrap it silently. 0 and *v set, or -1 (the message
  * names the variable). */
-static int parse_int(const char *var, const char *s, long long lo, long long hi, int *v)
+static int parse_int(const char *var, const char *s, long long lo, long long hi, int zero,
+                     int *v)
 {
     const char *p;
     int neg = 0, val = 0;
@@ -151,8 +175,9 @@ static int parse_int(const char *var, const char *s, long long lo, long long hi,
         fail("%s=%s is not an integer: MPI_Init fails parsing it", var, clean(s));
         return -1;
     }
-    if (val < lo || val > hi) {
-        fail("%s=%d is out of range (%lld to %lld): MPI_Init refuses it", var, val, lo, hi);
+    if ((val < lo || val > hi) && !(zero && val == 0)) {
+        fail("%s=%d is out of range (%s%lld to %lld): MPI_Init refuses it", var, val,
+             zero ? "0, or " : "", lo, hi);
         return -1;
     }
     *v = val;
@@ -179,16 +204,18 @@ static int parse_bool(const char *var, const char *s, int *v)
     return -1;
 }
 
-/* An int CVAR as MPI_Init reads it (the last of its three names set wins): 0 unset (*v =
- * dflt), 1 set, -1 refused. */
+/* An int CVAR as MPI_Init reads it (the last of its three names set wins), within its range
+ * (amlapi's table, or lo..hi for one of MPICH's): 0 unset (*v = dflt), 1 set, -1 refused. */
 static int cvar_int(const char *x, long long lo, long long hi, int dflt, int *v, char *var,
                     size_t varlen)
 {
     const char *s = cvar_env(x, var, varlen);
+    int zero = 0;
     *v = dflt;
     if (!s)
         return 0;
-    return parse_int(var, s, lo, hi, v) < 0 ? -1 : 1;
+    range_of(x, &lo, &hi, &zero);
+    return parse_int(var, s, lo, hi, zero, v) < 0 ? -1 : 1;
 }
 
 static int cvar_bool(const char *x, int dflt, int *v, char *var, size_t varlen)
@@ -259,7 +286,7 @@ static void check_cores(int ppn)
         fail("%s=%s: use polling, interrupt or coprocessor", mvar, clean(mode));
     else if (mode && strcmp(mode, "polling"))
         polling = 0;
-    if (cvar_int("AMLAPI_OVERSUBSCRIBED", -1, 1, -1, &over, var, sizeof(var)) < 0)
+    if (cvar_int("AMLAPI_OVERSUBSCRIBED", INT_MIN, INT_MAX, -1, &over, var, sizeof(var)) < 0)
         return;
     int oversub = over >= 0 ? over : (cores > 0 && ppn > cores);
     if (!polling)
@@ -550,12 +577,8 @@ static int check_vnode_memory(int ppn, int *vnode_on)
     if (cvar_int("AMLAPI_VNODE_RING_SIZE", INT_MIN, INT_MAX, 0, &ring, rvar, sizeof(rvar)) < 0 ||
         cvar_int("CH4_AM_PACK_BUFFER_SIZE", 0, INT_MAX, CH4_AM_PACK_BUFFER_DEFAULT, &pack, bvar,
                  sizeof(bvar)) < 0 ||
-        cvar_int("AMLAPI_PACKET_SIZE", 512, 1048576, 8248, &pkt, pvar, sizeof(pvar)) < 0)
+        cvar_int("AMLAPI_PACKET_SIZE", INT_MIN, INT_MAX, 8248, &pkt, pvar, sizeof(pvar)) < 0)
         return -1;
-    if (ring != 0 && (ring < 4096 || ring > (1 << 30))) {
-        fail("%s=%d is out of range (0, or 4096 to 1073741824): MPI_Init refuses it", rvar, ring);
-        return -1;
-    }
     if (pkt > pack) {
         fail("%s=%d exceeds MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE (%d): MPI_Init refuses it", pvar,
              pkt, pack);
@@ -690,7 +713,8 @@ static void check_torus(int n, int ppn)
     }
     if (!mode)
         mode = "auto";
-    if (cvar_int("AMLAPI_TORUS_BCAST_CHUNK", 0, INT_MAX, 262144, &chunk, cvar, sizeof(cvar)) < 0)
+    if (cvar_int("AMLAPI_TORUS_BCAST_CHUNK", INT_MIN, INT_MAX, 262144, &chunk, cvar,
+                 sizeof(cvar)) < 0)
         return;
     say("torus collectives (coll_torus): %s=%s", var, mode);
     if (!strcmp(mode, "off") || (!strcmp(mode, "auto") && !described)) {
@@ -775,9 +799,12 @@ static void check_settings(void)
         char var[160];
         int v;
         snprintf(var, sizeof(var), "%.*s", (int) (eq - *e), *e);
-        if (cv->type == 'i')
-            parse_int(var, eq + 1, INT_MIN, INT_MAX, &v);
-        else if (cv->type == 'b')
+        if (cv->type == 'i') {
+            long long lo = INT_MIN, hi = INT_MAX;
+            int zero = 0;
+            range_of(cv->name, &lo, &hi, &zero);
+            parse_int(var, eq + 1, lo, hi, zero, &v);
+        } else if (cv->type == 'b')
             parse_bool(var, eq + 1, &v);
     }
     /* an enum is matched on the value that wins, as MPICH does */

@@ -16,8 +16,13 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_request.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_rma.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_win.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_rma_lock.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_p2p.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_p2p_impl.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_am_hdr.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_rma_layout.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_rma_op.h \
+                  src/mpid/ch4/netmod/amlapi/amlapi_cvar_range.h \
                   src/mpid/ch4/netmod/amlapi/amlapi_coll.h \
                   src/mpid/ch4/netmod/amlapi/coll_torus/coll_torus.h \
                   src/mpid/ch4/netmod/amlapi/coll_torus/ct_sched_int.h \
@@ -31,27 +36,40 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/shm/vnode/vnode.h \
                   src/mpid/ch4/shm/vnode/vnode_impl.h
 
-mpi_core_sources += src/mpid/ch4/netmod/amlapi/func_table.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_init.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_am.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_p2p.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_coll_shm.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_send.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_match.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_recv.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_probe.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_ctrl.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_progress.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_spawn.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_fault.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_win.c \
+# the glue's core: exit report, state and fatal error, CVAR checks, control channel, ops,
+# progress
+mpi_core_sources += src/mpid/ch4/netmod/amlapi/amlapi_fault.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_global.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_cvar.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_ctl.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_op.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_progress.c
+# native point-to-point (lowest first)
+mpi_core_sources += src/mpid/ch4/netmod/amlapi/amlapi_p2p_ctrl.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_p2p_recv.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_p2p_match.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_p2p_send.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_p2p_probe.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_p2p_init.c
+# MPICH's active messages (MPIDIG) over aml
+mpi_core_sources += src/mpid/ch4/netmod/amlapi/amlapi_am.c
+# RMA (lowest first)
+mpi_core_sources += src/mpid/ch4/netmod/amlapi/amlapi_rma_lock.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_rma_am.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_rma_lock.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_rma_active.c \
                     src/mpid/ch4/netmod/amlapi/amlapi_rma_shm.c \
-                    src/mpid/ch4/netmod/amlapi/amlapi_coll.c \
-                    src/mpid/ch4/netmod/amlapi/coll_torus/ct_topo.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_rma_active.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_rma_win.c
+# collectives
+mpi_core_sources += src/mpid/ch4/netmod/amlapi/amlapi_coll_shm.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_coll.c
+# dynamic processes
+mpi_core_sources += src/mpid/ch4/netmod/amlapi/amlapi_spawn.c
+# init and finalize of every part above; MPICH's entry points
+mpi_core_sources += src/mpid/ch4/netmod/amlapi/amlapi_init.c \
+                    src/mpid/ch4/netmod/amlapi/amlapi_noinline.c \
+                    src/mpid/ch4/netmod/amlapi/func_table.c
+# coll_torus's core: schedule generators, walk, model (no MPI header)
+mpi_core_sources += src/mpid/ch4/netmod/amlapi/coll_torus/ct_topo.c \
                     src/mpid/ch4/netmod/amlapi/coll_torus/ct_sched.c \
                     src/mpid/ch4/netmod/amlapi/coll_torus/ct_walk.c \
                     src/mpid/ch4/netmod/amlapi/coll_torus/ct_model.c \

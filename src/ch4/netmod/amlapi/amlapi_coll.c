@@ -146,9 +146,6 @@ int MPIDI_AMLAPI_coll_init(void)
                               "collectives run by coll_torus's torus schedules");
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_torus_bytes", &pv_bytes,
                               "bytes this rank sent in coll_torus's schedules");
-    if (MPIR_CVAR_AMLAPI_TORUS_BCAST_CHUNK < 0)
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_TORUS_BCAST_CHUNK", "must be 0 or more bytes");
     if (MPIR_CVAR_AMLAPI_COLL_TORUS == MPIR_CVAR_AMLAPI_COLL_TORUS_off ||
         (MPIR_CVAR_AMLAPI_COLL_TORUS == MPIR_CVAR_AMLAPI_COLL_TORUS_auto && !described))
         return MPI_SUCCESS;
@@ -619,19 +616,6 @@ int MPIDI_AMLAPI_torus_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype
     if (mpi_errno)
         return exec_finish(&e, mpi_errno);
     return go(&e, comm, req, errflag);
-}
-
-/* reductions work on elements of the user's datatype, which every rank passes alike: it
- * must be contiguous with no gaps (also amlapi_coll_shm.c's allreduce) */
-int MPIDI_AMLAPI_coll_reducible(MPI_Datatype datatype, MPI_Aint * extent, MPI_Aint * lb)
-{
-    int contig;
-    MPI_Aint size, true_extent;
-    MPIR_Datatype_is_contig(datatype, &contig);
-    MPIR_Datatype_get_size_macro(datatype, size);
-    MPIR_Datatype_get_extent_macro(datatype, *extent);
-    MPIR_Type_get_true_extent_impl(datatype, lb, &true_extent);
-    return contig && size > 0 && *extent == size && true_extent == size;
 }
 
 int MPIDI_AMLAPI_torus_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count,

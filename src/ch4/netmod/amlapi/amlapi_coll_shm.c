@@ -1015,45 +1015,8 @@ int MPIDI_AMLAPI_shm_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Datat
     return a2a_by_rows(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, bytes);
 }
 
-/* an init error naming the CVAR when v is outside [lo, hi] */
-static int cvar_range(const char *name, int v, int lo, int hi, const char *what)
-{
-    int mpi_errno = MPI_SUCCESS;
-    if (v < lo || v > hi)
-        MPIR_ERR_SET2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s", name,
-                      what);
-    return mpi_errno;
-}
-
 int MPIDI_AMLAPI_coll_shm_init(void)
 {
-    int mpi_errno = MPI_SUCCESS;
-    const char *bytes = "must be 0 to 1048576 bytes";
-
-    if ((mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM", MPIR_CVAR_AMLAPI_COLL_SHM, 0,
-                                INT_MAX, "must be 0 (never) or more calls")) ||
-        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_BYTES",
-                                MPIR_CVAR_AMLAPI_COLL_SHM_BYTES, 0, 1 << 20, bytes)) ||
-        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES",
-                                MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES, 0, 1 << 20, bytes)) ||
-        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES",
-                                MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES, 0, 1 << 20, bytes)) ||
-        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY",
-                                MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY, 0, INT_MAX,
-                                "must be 0 (never) or more bytes")) ||
-        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_LARGE",
-                                MPIR_CVAR_AMLAPI_COLL_SHM_LARGE, 0, INT_MAX,
-                                "must be 0 (never) or more ranks")) ||
-        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK",
-                                MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK, 0, 1 << 26,
-                                "must be 0 (never) to 67108864 bytes")) ||
-        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN",
-                                MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN, 0, INT_MAX,
-                                "must be 0 or more bytes")) ||
-        (mpi_errno = cvar_range("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING",
-                                MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING, 65536, 1 << 30,
-                                "must be 65536 to 1073741824 bytes")))
-        goto fn_fail;
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_barriers", &pv_barriers,
                               "MPI_Barrier calls done in a communicator's shared-memory segment");
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_allreduces", &pv_allreduces,
@@ -1078,11 +1041,7 @@ int MPIDI_AMLAPI_coll_shm_init(void)
                               "shared-memory barrier or allreduce");
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_coll_shm_segments", &pv_segments,
                               "communicators that got a shared-memory collective segment");
-    mpi_errno = MPIDI_AMLAPI_ctl_register(MPIDI_AMLAPI_H_WAKE, wake_handler);
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
+    return MPIDI_AMLAPI_ctl_register(MPIDI_AMLAPI_H_WAKE, wake_handler);
 }
 
 static void cs_free(cs_comm_t * c)

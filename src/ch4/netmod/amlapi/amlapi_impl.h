@@ -34,7 +34,7 @@ extern MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
 /* aml handler ids used by the glue */
 enum {
     MPIDI_AMLAPI_H_MPIDIG = 0,  /* MPICH's generic active messages (MPIDIG) */
-    MPIDI_AMLAPI_H_P2P,         /* native MPI point-to-point (amlapi_match.c) */
+    MPIDI_AMLAPI_H_P2P,         /* native MPI point-to-point (amlapi_p2p_match.c) */
     MPIDI_AMLAPI_H_CTRL,        /* its control messages: sync ack, cancel */
     MPIDI_AMLAPI_H_DYNPROC,     /* MPICH's connect/accept handshake (amlapi_spawn.c) */
     MPIDI_AMLAPI_H_RMA,         /* native RMA operations and their answers (amlapi_rma_am.c) */
@@ -152,8 +152,8 @@ int MPIDI_AMLAPI_am_send(int peer, int handler_id, const void *am_hdr, MPI_Aint 
                          const void *data, MPI_Aint data_sz, int src_vci, int dst_vci,
                          MPIR_Request * sreq);
 
-/* native point-to-point: amlapi_p2p.c (init, finalize), amlapi_send.c, amlapi_ctrl.c
- * (cancel_send), amlapi_recv.c, amlapi_probe.c (the inline MPIDI_NM_mpi_* in amlapi_p2p.h
+/* native point-to-point: amlapi_p2p_init.c (init, finalize), amlapi_p2p_send.c, amlapi_p2p_ctrl.c
+ * (cancel_send), amlapi_p2p_recv.c, amlapi_p2p_probe.c (the inline MPIDI_NM_mpi_* in amlapi_p2p.h
  * call these) */
 int MPIDI_AMLAPI_p2p_init(void);
 void MPIDI_AMLAPI_p2p_finalize(void);
@@ -186,8 +186,6 @@ extern int MPIDI_AMLAPI_coll_torus_active;
 int MPIDI_AMLAPI_coll_init(void);
 void MPIDI_AMLAPI_coll_finalize(void);
 void MPIDI_AMLAPI_coll_comm_free(MPIR_Comm * comm);
-/* amlapi_coll.c: datatype is contiguous without gaps (its extent and true lower bound) */
-int MPIDI_AMLAPI_coll_reducible(MPI_Datatype datatype, MPI_Aint * extent, MPI_Aint * lb);
 /* amlapi_coll_shm.c: barrier, bcast, allreduce, small alltoall in a communicator's shared memory */
 int MPIDI_AMLAPI_coll_shm_init(void);
 void MPIDI_AMLAPI_coll_shm_finalize(void);
@@ -223,7 +221,6 @@ int MPIDI_AMLAPI_torus_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Dat
                                 MPIR_Request ** req, int *done);
 int MPIDI_AMLAPI_torus_barrier(MPIR_Comm * comm, MPIR_Errflag_t * errflag, MPIR_Request ** req,
                                int *done);
-int MPIDI_AMLAPI_rma_wait(MPIR_Win * win);
 /* amlapi_rma_am.c: registers the native RMA messages' handler */
 int MPIDI_AMLAPI_rma_am_init(void);
 /* ... and frees the datatypes kept for other ranks' messages */
@@ -239,6 +236,30 @@ int MPIDI_AMLAPI_idle_plan(int events);
 void MPIDI_AMLAPI_idle(int plan);
 int MPIDI_AMLAPI_coproc_progressed(int events);
 
+/* The glue's core, which every other file may use and which uses none of them: */
+/* amlapi_global.c: MPIDI_AMLAPI_global, and the end of the job naming its cause */
 void MPIDI_AMLAPI_fatal(const char *fmt, ...) __attribute__ ((format(printf, 1, 2), noreturn));
+/* amlapi_cvar.c: every integer CVAR within its range (amlapi_cvar_range.h); a string CVAR
+ * one of choices (NULL-terminated, the default first: an unset one is that), *index which;
+ * else an error naming the CVAR */
+int MPIDI_AMLAPI_cvar_check(void);
+int MPIDI_AMLAPI_cvar_choice(const char *name, const char *value, const char *const *choices,
+                             int *index);
+/* amlapi_ctl.c: the control channel's handler registration and send (an aml rc) */
+int MPIDI_AMLAPI_ctl_register(unsigned handler, aml_hdr_handler_t fn);
+int MPIDI_AMLAPI_ctl_send(int peer, unsigned handler, const void *hdr, size_t len);
+/* amlapi_op.c: applies (origin) to the target's (count, dt) at addr with op, here */
+int MPIDI_AMLAPI_rma_apply(const void *origin_addr, int origin_count,
+                           MPI_Datatype origin_datatype, char *addr, int target_count,
+                           MPI_Datatype target_datatype, MPI_Op op);
+/* ... and whether datatype is contiguous without gaps (its extent and true lower bound) */
+int MPIDI_AMLAPI_coll_reducible(MPI_Datatype datatype, MPI_Aint * extent, MPI_Aint * lb);
+
+/* n elements of a predefined type on both sides */
+MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_same_basic(MPI_Datatype a, int na, MPI_Datatype b,
+                                                     int nb)
+{
+    return a == b && na == nb && HANDLE_IS_BUILTIN(a);
+}
 
 #endif /* AMLAPI_IMPL_H_INCLUDED */

@@ -300,24 +300,6 @@ cvars:
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
-#include <stdarg.h>
-
-MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
-
-/* A malformed packet or a failed transport under a handler: end the job, naming it. */
-void MPIDI_AMLAPI_fatal(const char *fmt, ...)
-{
-    char msg[600];
-    va_list ap;
-    int n = snprintf(msg, sizeof(msg), "amlapi (rank %d): ", MPIR_Process.rank);
-    va_start(ap, fmt);
-    vsnprintf(msg + n, sizeof(msg) - n, fmt, ap);
-    va_end(ap);
-    MPIDI_AMLAPI_fault_finalize();      /* this message says it all: no exit report */
-    MPID_Abort(NULL, MPI_ERR_INTERN, 1, msg);
-    abort();    /* MPID_Abort does not return */
-}
-
 static void aml_fatal_cb(void *arg, const char *msg)
 {
     (void) arg;
@@ -326,33 +308,13 @@ static void aml_fatal_cb(void *arg, const char *msg)
 
 /* vnode: the ranks that share this rank's node id (MPIR_CVAR_NOLOCAL and
  * MPIR_CVAR_NUM_CLIQUES already shaped node_map), named by the job and that id. */
-static int read_vnode_config(aml_config_t * cfg)
+static void read_vnode_config(aml_config_t * cfg)
 {
-    int mpi_errno = MPI_SUCCESS;
     static char job[128];
-    char buf[64];
     int me = MPIR_Process.rank, node = MPIR_Process.node_map[me];
 
-    if (MPIR_CVAR_AMLAPI_VNODE_RING_SIZE != 0 &&
-        (MPIR_CVAR_AMLAPI_VNODE_RING_SIZE < 4096 || MPIR_CVAR_AMLAPI_VNODE_RING_SIZE > (1 << 30))) {
-        snprintf(buf, sizeof(buf), "%d (must be 0 or 4096..2^30)",
-                 MPIR_CVAR_AMLAPI_VNODE_RING_SIZE);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_VNODE_RING_SIZE", buf);
-    }
-    if (MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD < 0) {
-        snprintf(buf, sizeof(buf), "%d (must be >= 0)",
-                 MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD", buf);
-    }
-    if (MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY < 0) {
-        snprintf(buf, sizeof(buf), "%d (must be >= 0)", MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY", buf);
-    }
     if (!MPIR_CVAR_AMLAPI_VNODE)
-        goto fn_exit;
+        return;
     cfg->vnode_nlocal = 0;
     for (int i = 0; i < MPIR_Process.size; i++) {
         if (MPIR_Process.node_map[i] != node)
@@ -371,142 +333,70 @@ static int read_vnode_config(aml_config_t * cfg)
     /* split nodes (NOLOCAL, cliques) reach the rest of this host through UCX */
     cfg->ucx_onnode = MPIR_CVAR_NOLOCAL || MPIR_pmi_has_local_cliques();
     cfg->vnode_watch = MPIR_CVAR_AMLAPI_REPORT_EXIT;
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
 }
 
 /* CVARs -> aml configuration; a bad value is an MPI_ERR_OTHER naming the variable. */
 static int read_config(aml_config_t * cfg)
 {
-    int mpi_errno = MPI_SUCCESS;
-    char buf[64];
+    int mpi_errno = MPI_SUCCESS, choice;
+    char buf[96];
 
     aml_config_default(cfg);
     cfg->rank = MPIR_Process.rank;
     cfg->size = MPIR_Process.size;
     cfg->fatal = aml_fatal_cb;
 
-    if (MPIR_CVAR_AMLAPI_PACKET_SIZE < 512 || MPIR_CVAR_AMLAPI_PACKET_SIZE > 1048576 ||
-        MPIR_CVAR_AMLAPI_PACKET_SIZE > MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE) {
-        snprintf(buf, sizeof(buf), "%d (must be 512..min(1048576, %d))",
+    /* the ranges (amlapi_cvar_range.h); then what one CVAR's bounds owe another */
+    mpi_errno = MPIDI_AMLAPI_cvar_check();
+    MPIR_ERR_CHECK(mpi_errno);
+    if (MPIR_CVAR_AMLAPI_PACKET_SIZE > MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE) {
+        snprintf(buf, sizeof(buf), "%d (must be at most MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE, %d)",
                  MPIR_CVAR_AMLAPI_PACKET_SIZE, MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE);
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
                              "MPIR_CVAR_AMLAPI_PACKET_SIZE", buf);
     }
     cfg->packet_size = MPIR_CVAR_AMLAPI_PACKET_SIZE;
-
-    if (MPIR_CVAR_AMLAPI_NET_PACKET_SIZE != 0 && (MPIR_CVAR_AMLAPI_NET_PACKET_SIZE < 512 ||
-                                                 MPIR_CVAR_AMLAPI_NET_PACKET_SIZE > 1048576)) {
-        snprintf(buf, sizeof(buf), "%d (must be 0 or 512..1048576)",
-                 MPIR_CVAR_AMLAPI_NET_PACKET_SIZE);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_NET_PACKET_SIZE", buf);
-    }
     cfg->net_packet_size = (size_t) MPIR_CVAR_AMLAPI_NET_PACKET_SIZE;
-
-    if (MPIR_CVAR_AMLAPI_EAGER_LIMIT < 0) {
-        snprintf(buf, sizeof(buf), "%d (must be >= 0)", MPIR_CVAR_AMLAPI_EAGER_LIMIT);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_EAGER_LIMIT", buf);
-    }
     cfg->eager_limit = MPIR_CVAR_AMLAPI_EAGER_LIMIT;
 
-    const char *p = MPIR_CVAR_AMLAPI_PROTOCOL ? MPIR_CVAR_AMLAPI_PROTOCOL : "auto";
-    if (!strcmp(p, "auto"))
-        cfg->protocol = AML_PROTO_AUTO;
-    else if (!strcmp(p, "eager"))
-        cfg->protocol = AML_PROTO_EAGER;
-    else if (!strcmp(p, "rndv"))
-        cfg->protocol = AML_PROTO_RNDV;
-    else if (!strcmp(p, "adaptive"))
-        cfg->protocol = AML_PROTO_ADAPTIVE;
-    else
+    static const char *const protocols[] = { "auto", "eager", "rndv", "adaptive", NULL };
+    static const int protocol_of[] = {
+        AML_PROTO_AUTO, AML_PROTO_EAGER, AML_PROTO_RNDV, AML_PROTO_ADAPTIVE
+    };
+    mpi_errno = MPIDI_AMLAPI_cvar_choice("MPIR_CVAR_AMLAPI_PROTOCOL",
+                                         MPIR_CVAR_AMLAPI_PROTOCOL, protocols, &choice);
+    MPIR_ERR_CHECK(mpi_errno);
+    cfg->protocol = protocol_of[choice];
+    if (MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS == 0 && cfg->protocol == AML_PROTO_ADAPTIVE)
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_PROTOCOL", "(use auto, eager, adaptive or rndv)");
-
-    if (MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS < 0 || MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS > 1024 ||
-        (MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS == 0 && cfg->protocol == AML_PROTO_ADAPTIVE)) {
-        snprintf(buf, sizeof(buf), "%d (must be 0..1024, and > 0 for protocol adaptive)",
-                 MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS", buf);
-    }
+                             "MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS",
+                             "0 (must be more with MPIR_CVAR_AMLAPI_PROTOCOL=adaptive)");
     cfg->adaptive_credits = MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS;
-    if (MPIR_CVAR_AMLAPI_LANES < 1 || MPIR_CVAR_AMLAPI_LANES > 8) {
-        snprintf(buf, sizeof(buf), "%d (must be 1..8)", MPIR_CVAR_AMLAPI_LANES);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_LANES", buf);
-    }
     cfg->lanes = MPIR_CVAR_AMLAPI_LANES;
     cfg->debug_reorder = MPIR_CVAR_AMLAPI_DEBUG_REORDER;
 
-    const char *rm = MPIR_CVAR_AMLAPI_RNDV_MODE ? MPIR_CVAR_AMLAPI_RNDV_MODE : "ucx";
-    cfg->rndv_ucx = !strcmp(rm, "ucx");
-    cfg->rndv_put = !strcmp(rm, "put");
-    if (!cfg->rndv_ucx && !cfg->rndv_put && strcmp(rm, "get"))
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_RNDV_MODE", "(use ucx, get or put)");
+    static const char *const rndv_modes[] = { "ucx", "get", "put", NULL };
+    mpi_errno = MPIDI_AMLAPI_cvar_choice("MPIR_CVAR_AMLAPI_RNDV_MODE",
+                                         MPIR_CVAR_AMLAPI_RNDV_MODE, rndv_modes, &choice);
+    MPIR_ERR_CHECK(mpi_errno);
+    cfg->rndv_ucx = choice == 0;
+    cfg->rndv_put = choice == 2;
 
-    const char *m = MPIR_CVAR_AMLAPI_PROGRESS_MODE ? MPIR_CVAR_AMLAPI_PROGRESS_MODE : "polling";
-    if (!strcmp(m, "polling"))
-        cfg->progress_mode = AML_PROGRESS_POLLING;
-    else if (!strcmp(m, "interrupt") || !strcmp(m, "coprocessor"))
-        cfg->progress_mode = AML_PROGRESS_INTERRUPT;    /* both need the event fd */
-    else
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_PROGRESS_MODE",
-                             "(use polling, interrupt or coprocessor)");
+    /* interrupt and coprocessor modes both need the event fd */
+    static const char *const progress_modes[] = { "polling", "interrupt", "coprocessor", NULL };
+    mpi_errno = MPIDI_AMLAPI_cvar_choice("MPIR_CVAR_AMLAPI_PROGRESS_MODE",
+                                         MPIR_CVAR_AMLAPI_PROGRESS_MODE, progress_modes, &choice);
+    MPIR_ERR_CHECK(mpi_errno);
+    cfg->progress_mode = choice == 0 ? AML_PROGRESS_POLLING : AML_PROGRESS_INTERRUPT;
     /* oversubscribed polling sleeps like interrupt mode: it needs the event fd too */
     MPIDI_AMLAPI_global.oversub = cfg->progress_mode == AML_PROGRESS_POLLING &&
         MPIDI_AMLAPI_oversubscribed();
     if (MPIDI_AMLAPI_global.oversub)
         cfg->progress_mode = AML_PROGRESS_INTERRUPT;
-
-    if (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD < 0 ||
-        MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD > 1000000) {
-        snprintf(buf, sizeof(buf), "%d (must be 0..1000000)",
-                 MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD", buf);
-    }
-    if (MPIR_CVAR_AMLAPI_POLL_PAUSE < 0 || MPIR_CVAR_AMLAPI_POLL_PAUSE > 1000) {
-        snprintf(buf, sizeof(buf), "%d (must be 0..1000)", MPIR_CVAR_AMLAPI_POLL_PAUSE);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_POLL_PAUSE", buf);
-    }
     MPIDI_AMLAPI_global.poll_pause = MPIR_CVAR_AMLAPI_POLL_PAUSE;
-    if (MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT < 1 || MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT > 1000) {
-        snprintf(buf, sizeof(buf), "%d (must be 1..1000)", MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT", buf);
-    }
-    if (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED < -1 || MPIR_CVAR_AMLAPI_OVERSUBSCRIBED > 1) {
-        snprintf(buf, sizeof(buf), "%d (must be -1, 0 or 1)", MPIR_CVAR_AMLAPI_OVERSUBSCRIBED);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_OVERSUBSCRIBED", buf);
-    }
-    if (MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX < -1) {
-        snprintf(buf, sizeof(buf), "%d (must be -1 or a byte count)",
-                 MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX", buf);
-    }
-    if (MPIR_CVAR_AMLAPI_KEEPALIVE < 0 || MPIR_CVAR_AMLAPI_KEEPALIVE > 3600000) {
-        snprintf(buf, sizeof(buf), "%d (must be 0..3600000)", MPIR_CVAR_AMLAPI_KEEPALIVE);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_KEEPALIVE", buf);
-    }
     cfg->keepalive_ms = MPIR_CVAR_AMLAPI_KEEPALIVE;
-    if (MPIR_CVAR_AMLAPI_DYNAMIC_PEERS < 0 || MPIR_CVAR_AMLAPI_DYNAMIC_PEERS > 1048576) {
-        snprintf(buf, sizeof(buf), "%d (must be 0..1048576)", MPIR_CVAR_AMLAPI_DYNAMIC_PEERS);
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_DYNAMIC_PEERS", buf);
-    }
     cfg->dyn_peers_max = MPIR_CVAR_AMLAPI_DYNAMIC_PEERS;
-    mpi_errno = read_vnode_config(cfg);
-    MPIR_ERR_CHECK(mpi_errno);
+    read_vnode_config(cfg);
   fn_exit:
     return mpi_errno;
   fn_fail:

@@ -1,7 +1,7 @@
 /*
  * amlapi netmod: the non-inline entry points other than init/finalize. Partitioned
  * communication and windows' info use MPICH's generic implementations (their traffic rides
- * on amlapi's active messages); window hooks and direct RMA are in amlapi_win.c, dynamic
+ * on amlapi's active messages); window hooks and direct RMA are in amlapi_rma_win.c, dynamic
  * processes in amlapi_spawn.c.
  */
 
@@ -9,6 +9,7 @@
 #include "amlapi_impl.h"
 #include "amlapi_noinline.h"
 #include "amlapi_win.h"
+#include "amlapi_rma_lock.h"
 
 int MPIDI_AMLAPI_comm_set_hints(MPIR_Comm * comm_ptr, MPIR_Info * info)
 {

@@ -1,6 +1,6 @@
 /*
- * Native MPI point-to-point entry points (MPIDI_NM_mpi_*): thin wrappers over amlapi_send.c,
- * amlapi_recv.c, amlapi_probe.c and amlapi_ctrl.c, where matching, the protocols' use and
+ * Native MPI point-to-point entry points (MPIDI_NM_mpi_*): thin wrappers over amlapi_p2p_send.c,
+ * amlapi_p2p_recv.c, amlapi_p2p_probe.c and amlapi_p2p_ctrl.c, where matching, the protocols' use and
  * cancellation live (amlapi_p2p_impl.h describes the design and lists the files).
  */
 #ifndef AMLAPI_P2P_H_INCLUDED

@@ -24,13 +24,13 @@
  * receiver to drop the early arrival, CANCEL_ACK says whether it did.
  *
  * The files:
- *   amlapi_p2p.c     state, setup (handlers, MPI_T pvars), finalize
- *   amlapi_send.c    sends (standard, synchronous; the small inline path)
- *   amlapi_match.c   the posted and early-arrival queues; the header handler (matching on
+ *   amlapi_p2p_init.c     state, setup (handlers, MPI_T pvars), finalize
+ *   amlapi_p2p_send.c    sends (standard, synchronous; the small inline path)
+ *   amlapi_p2p_match.c   the posted and early-arrival queues; the header handler (matching on
  *                    arrival)
- *   amlapi_recv.c    a matched message's landing and completion; irecv, imrecv, cancel_recv
- *   amlapi_probe.c   iprobe, improbe
- *   amlapi_ctrl.c    control messages: sync acks, send cancellation (and the sends they wait on)
+ *   amlapi_p2p_recv.c    a matched message's landing and completion; irecv, imrecv, cancel_recv
+ *   amlapi_p2p_probe.c   iprobe, improbe
+ *   amlapi_p2p_ctrl.c    control messages: sync acks, send cancellation (and the sends they wait on)
  */
 #ifndef AMLAPI_P2P_IMPL_H_INCLUDED
 #define AMLAPI_P2P_IMPL_H_INCLUDED
@@ -102,7 +102,7 @@ typedef struct {
      * injection, no request); -1 when a protocol is forced */
     MPI_Aint inline_max;
     /* sends waiting for a SYNC_ACK or CANCEL_ACK, by msg_id, chained through their requests'
-     * posted-queue link (amlapi_ctrl.c) */
+     * posted-queue link (amlapi_p2p_ctrl.c) */
     MPIR_Request *waits[256];
 } MPIDI_AMLAPI_p2p_t;
 
@@ -116,7 +116,8 @@ typedef struct {
 
 extern MPIDI_AMLAPI_p2p_pvars_t MPIDI_AMLAPI_pv;
 
-/* the two queues' lookups on the receive call's path, inline (amlapi_match.c has the rest) */
+/* the two queues, inline: their lookups on the receive call's path and their updates (the
+ * posted queue's lookup on arrival is amlapi_p2p_match.c's) */
 static inline int MPIDI_AMLAPI_envelope_match(int rank, int tag, int context_id,
                                               const MPIDI_AMLAPI_p2p_hdr_t * h)
 {
@@ -145,22 +146,68 @@ static inline void MPIDI_AMLAPI_posted_append(MPIR_Request * rreq)
     MPIDI_AMLAPI_pv.posted++;
 }
 
-/* amlapi_match.c */
-void MPIDI_AMLAPI_ue_dequeue(MPIDI_AMLAPI_ue_t * ue);
-void MPIDI_AMLAPI_posted_remove(MPIR_Request * rreq);
+static inline void MPIDI_AMLAPI_ue_enqueue(MPIDI_AMLAPI_ue_t * ue)
+{
+    ue->next = NULL;
+    ue->prev = MPIDI_AMLAPI_p2p.ue_tail;
+    if (MPIDI_AMLAPI_p2p.ue_tail)
+        MPIDI_AMLAPI_p2p.ue_tail->next = ue;
+    else
+        MPIDI_AMLAPI_p2p.ue_head = ue;
+    MPIDI_AMLAPI_p2p.ue_tail = ue;
+    ue->queued = 1;
+    MPIDI_AMLAPI_pv.ue_msgs++;
+    MPIDI_AMLAPI_pv.ue_bytes += ue->held;
+    if (MPIDI_AMLAPI_pv.ue_msgs > MPIDI_AMLAPI_pv.ue_msgs_max)
+        MPIDI_AMLAPI_pv.ue_msgs_max = MPIDI_AMLAPI_pv.ue_msgs;
+    if (MPIDI_AMLAPI_pv.ue_bytes > MPIDI_AMLAPI_pv.ue_bytes_max)
+        MPIDI_AMLAPI_pv.ue_bytes_max = MPIDI_AMLAPI_pv.ue_bytes;
+}
+
+static inline void MPIDI_AMLAPI_ue_dequeue(MPIDI_AMLAPI_ue_t * ue)
+{
+    if (ue->prev)
+        ue->prev->next = ue->next;
+    else
+        MPIDI_AMLAPI_p2p.ue_head = ue->next;
+    if (ue->next)
+        ue->next->prev = ue->prev;
+    else
+        MPIDI_AMLAPI_p2p.ue_tail = ue->prev;
+    ue->queued = 0;
+    MPIDI_AMLAPI_pv.ue_msgs--;
+    MPIDI_AMLAPI_pv.ue_bytes -= ue->held;
+}
+
+static inline void MPIDI_AMLAPI_posted_remove(MPIR_Request * rreq)
+{
+    MPIR_Request *prev = REQ(rreq).prev, *next = REQ(rreq).next;
+    if (prev)
+        REQ(prev).next = next;
+    else
+        MPIDI_AMLAPI_p2p.posted_head = next;
+    if (next)
+        REQ(next).prev = prev;
+    else
+        MPIDI_AMLAPI_p2p.posted_tail = prev;
+    REQ(rreq).flags &= ~MPIDI_AMLAPI_RF_POSTED;
+    MPIDI_AMLAPI_pv.posted--;
+}
+
+/* amlapi_p2p_match.c */
 int MPIDI_AMLAPI_p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,
                              aml_recv_t * recv);
 int MPIDI_AMLAPI_p2p_small(aml_t * aml, void *ctx, int src, const void *uhdr, size_t uhdr_len,
                            const void *data, size_t len);
 
-/* amlapi_recv.c: a matched receive's status, landing and completion */
+/* amlapi_p2p_recv.c: a matched receive's status, landing and completion */
 void MPIDI_AMLAPI_recv_set_status(MPIR_Request * rreq, const MPIDI_AMLAPI_p2p_hdr_t * h,
                                   MPI_Aint len);
 void MPIDI_AMLAPI_recv_copy_out(MPIR_Request * rreq, const void *data, MPI_Aint len);
 void MPIDI_AMLAPI_recv_landing(MPIR_Request * rreq, MPI_Aint len, aml_recv_t * recv);
 void MPIDI_AMLAPI_recv_complete(MPIR_Request * rreq);
 
-/* amlapi_ctrl.c */
+/* amlapi_p2p_ctrl.c */
 void MPIDI_AMLAPI_wait_put(MPIR_Request * sreq, uint64_t msg_id);
 void MPIDI_AMLAPI_send_ctrl(int peer, uint32_t type, uint32_t result, uint64_t msg_id);
 int MPIDI_AMLAPI_ctrl_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info,

@@ -4,7 +4,7 @@
  * load/store or copy in shared memory, and passive-target locks and PSCW are words in shared
  * memory.
  * In other windows, contiguous put/get/rput/rget to a target that aml can reach directly go
- * as direct operations (amlapi_win.c: a single copy on the node, UCX RMA between hosts, no
+ * as direct operations (amlapi_rma_win.c: a single copy on the node, UCX RMA between hosts, no
  * message at the target); the rest goes as one native amlapi message (amlapi_rma_am.c) or
  * through MPICH's generic MPIDIG layer, which calls the completion hooks below before it
  * closes an epoch, so direct operations are complete when it does. Passive-target locks of

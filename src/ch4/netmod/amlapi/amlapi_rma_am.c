@@ -1,7 +1,7 @@
 /*
  * amlapi netmod: native RMA messages (Baptista et al. 2003, §3.3, "the packed data with its
  * datatype in one message"). In a window that is not a shared-memory one (amlapi_rma_shm.c),
- * an operation on a contiguous target that is not a direct transfer (amlapi_win.c) goes as
+ * an operation on a contiguous target that is not a direct transfer (amlapi_rma_win.c) goes as
  * ONE aml active message to the target's handler (MPIDI_AMLAPI_H_RMA), which applies it to the
  * window memory in the target's progress and answers with one message: ACK for put and
  * accumulate, DATA with the target's bytes for get, get_accumulate, fetch_and_op and
@@ -28,7 +28,7 @@
  * the user header the first time and then as the number of the slot the target keeps it in
  * (TDT_SLOTS below). Dynamic windows are
  * native too: their displacements are addresses, which the target checks against the
- * regions attached to it (amlapi_win.c's attach hook).
+ * regions attached to it (amlapi_rma_win.c's attach hook).
  *
  * Not native: struct target datatypes of several basic types, accumulates above the eager
  * limit, and windows on one node (amlapi_rma_shm.c's).
@@ -37,6 +37,7 @@
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 #include "amlapi_win.h"
+#include "amlapi_rma_lock.h"
 #include "amlapi_rma_layout.h"
 
 /*
@@ -399,7 +400,7 @@ static void defer(landing_t * l)
 }
 
 /* amlapi_rma_lock.c granted peer its lock of win: its deferred operations, in order */
-void MPIDI_AMLAPI_am_run_deferred(MPIR_Win * win, int peer)
+static void run_deferred(MPIR_Win * win, int peer)
 {
     landing_t **pp = &deferred_head, *prev = NULL;
     while (*pp) {
@@ -662,6 +663,7 @@ int MPIDI_AMLAPI_rma_am_init(void)
     max_uhdr = (size_t) inl;
     rc = aml_register_handler(MPIDI_AMLAPI_global.aml, MPIDI_AMLAPI_H_RMA, rma_handler, NULL);
     MPIDI_AMLAPI_CHK(rc, "aml_register_handler");
+    MPIDI_AMLAPI_lk_on_grant(run_deferred);
   fn_exit:
     return mpi_errno;
   fn_fail:

@@ -16,8 +16,8 @@
  *    (Baptista et al. 2003). A native RMA message (amlapi_rma_am.c) does not wait for the grant: it
  *    carries the request itself (MPIDI_AMLAPI_lk_carry), the target takes the request before it
  *    applies the message and holds the message until the lock is granted
- *    (MPIDI_AMLAPI_lk_request_carried, MPIDI_AMLAPI_lk_waiting,
- *    MPIDI_AMLAPI_am_run_deferred), and the message's answer is the grant
+ *    (MPIDI_AMLAPI_lk_request_carried, MPIDI_AMLAPI_lk_waiting, and the function
+ *    MPIDI_AMLAPI_lk_on_grant was given), and the message's answer is the grant
  *    (MPIDI_AMLAPI_lk_granted): lock_all + fetch_and_op + unlock_all costs one message and
  *    its answer there and the UNLOCK. A direct operation or an MPIDIG message, which the
  *    target cannot hold back, sends a REQ and waits for the GRANT first
@@ -46,6 +46,7 @@
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 #include "amlapi_win.h"
+#include "amlapi_rma_lock.h"
 
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
@@ -178,6 +179,10 @@ static int grantable(struct MPIDI_AMLAPI_lk *lk, int type)
 
 /* origin (a rank of the window) now holds this rank's lock; a request that a native RMA
  * message carried is granted by that message's answer, sent when it is applied */
+/* runs the operations a peer sent with its lock request once the lock is granted (set by
+ * amlapi_rma_am.c, which holds them: this file calls nothing above it) */
+static void (*on_grant) (MPIR_Win * win, int peer);
+
 static void grant(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int type, int carried)
 {
     if (type == MPI_LOCK_EXCLUSIVE)
@@ -192,7 +197,8 @@ static void grant(MPIR_Win * win, struct MPIDI_AMLAPI_lk *lk, int origin, int ty
          * answers arrive */
         if (!carried)
             send_msg(win, origin, LK_GRANT, type);
-        MPIDI_AMLAPI_am_run_deferred(win, MPIDI_AMLAPI_peer(win->comm_ptr, origin));
+        if (on_grant)
+            on_grant(win, MPIDI_AMLAPI_peer(win->comm_ptr, origin));
     }
 }
 
@@ -550,6 +556,11 @@ void MPIDI_AMLAPI_lk_free(struct MPIDI_AMLAPI_win *w)
     MPL_free(lk->unlocked);
     MPL_free(lk);
     w->lk = NULL;
+}
+
+void MPIDI_AMLAPI_lk_on_grant(void (*fn) (MPIR_Win * win, int peer))
+{
+    on_grant = fn;
 }
 
 int MPIDI_AMLAPI_lk_init(void)

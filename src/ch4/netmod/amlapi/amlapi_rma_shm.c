@@ -4,10 +4,10 @@
  * asked of the target, which may be computing. Its memory is either in one segment that
  * every rank maps (MPI_Win_allocate(_shared): MPIDIG's win_shm_alloc_impl) or, for
  * MPI_Win_create, each rank's own, which the others reach by single copy
- * (process_vm_readv/writev through aml's direct operations, with the keys amlapi_win.c
+ * (process_vm_readv/writev through aml's direct operations, with the keys amlapi_rma_win.c
  * opened) when MPIR_CVAR_AMLAPI_RMA_SHM_COPY asks for it (a single copy costs more than an
  * active message here: see the CVAR); when single copy is refused on the node, such a window
- * stays amlapi_win.c's and MPIDIG's whole.
+ * stays amlapi_rma_win.c's and MPIDIG's whole.
  *
  *  - put/get (any datatypes): a copy between the origin and the target's memory (a single
  *    copy per contiguous piece of the target's layout for MPI_Win_create memory);
@@ -32,13 +32,13 @@
  * lockall, the PSCW groups), so MPIDIG's fence and free see the same epochs and raise the same
  * MPI_ERR_RMA_SYNC errors. A window spanning nodes cannot work this way (an origin on
  * another host needs a message for an accumulate, and the target-side MPIDIG handler would
- * not take the mutex): it stays amlapi_win.c's direct operations plus MPIDIG.
+ * not take the mutex): it stays amlapi_rma_win.c's direct operations plus MPIDIG.
  */
 
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 #include "amlapi_win.h"
-#include "amlapi_rma_op.h"
+#include "amlapi_rma_lock.h"
 #include <sched.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -100,7 +100,7 @@ static bool can_share(MPIR_Win * win, int by_copy)
 }
 
 /* Collective over the window's communicator: makes the window a shared-memory one when
- * every rank can (can_share), else leaves it to amlapi_win.c and MPIDIG. */
+ * every rank can (can_share), else leaves it to amlapi_rma_win.c and MPIDIG. */
 int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win, int by_copy)
 {
     int mpi_errno = MPI_SUCCESS;
@@ -152,7 +152,7 @@ int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win, int by_copy)
             t->base = (char *) (uintptr_t) w->targets[i].base;
             t->size = (MPI_Aint) w->targets[i].size;
             t->disp_unit = (int) w->targets[i].disp_unit;
-            t->key = w->targets[i].key;         /* amlapi_win.c closes it at free */
+            t->key = w->targets[i].key;         /* amlapi_rma_win.c closes it at free */
         }
         t->ctl = (shm_ctl_t *) seg + l;
     }
@@ -553,11 +553,6 @@ static inline void shm_copy(void *dst, const void *src, size_t n)
     memcpy(dst, src, n);
 }
 
-static inline int same_basic(MPI_Datatype a, int na, MPI_Datatype b, int nb)
-{
-    return a == b && na == nb && HANDLE_IS_BUILTIN(a);
-}
-
 static void piece_done(aml_t * aml, void *arg)
 {
     *(int *) arg = 1;
@@ -665,7 +660,7 @@ static int shm_xfer(MPIR_Win * win, int write, void *local, int local_count,
         if (t->key)
             mpi_errno = copy_xfer(t, write, local, local_count, local_datatype, addr,
                                   target_count, target_datatype, bytes);
-        else if (same_basic(local_datatype, local_count, target_datatype, target_count))
+        else if (MPIDI_AMLAPI_same_basic(local_datatype, local_count, target_datatype, target_count))
             shm_copy(write ? addr : local, write ? local : addr, bytes);
         else if (write)
             mpi_errno = MPIR_Localcopy(local, local_count, local_datatype, addr, target_count,
@@ -697,46 +692,6 @@ int MPIDI_AMLAPI_shm_get(void *origin_addr, int origin_count, MPI_Datatype origi
 {
     return shm_xfer(win, 0, origin_addr, origin_count, origin_datatype, target_rank,
                     target_disp, target_count, target_datatype, request);
-}
-
-/* Applies origin (op) to the target's memory; the caller holds the target's mutex. The
- * origin datatype is a predefined one or built of one predefined type (MPI's rule for
- * accumulates); a derived one is packed first, as MPIR_Typerep_op wants. */
-int MPIDI_AMLAPI_rma_apply(const void *origin_addr, int origin_count,
-                           MPI_Datatype origin_datatype, char *addr, int target_count,
-                           MPI_Datatype target_datatype, MPI_Op op)
-{
-    int mpi_errno = MPI_SUCCESS;
-    MPIR_Datatype *dtp;
-    MPI_Aint size, basic_size, n;
-    void *packed = NULL;
-
-    if (op == MPI_NO_OP)
-        return MPI_SUCCESS;
-    if (same_basic(origin_datatype, origin_count, target_datatype, target_count) &&
-        MPIDI_AMLAPI_acc_fast(origin_datatype, op, origin_addr, addr, origin_count))
-        return MPI_SUCCESS;
-    if (HANDLE_IS_BUILTIN(origin_datatype))
-        return MPIR_Typerep_op((void *) origin_addr, origin_count, origin_datatype, addr,
-                               target_count, target_datatype, op, false, -1);
-    MPIR_Datatype_get_ptr(origin_datatype, dtp);
-    MPIR_ERR_CHKANDJUMP(dtp->basic_type == MPI_DATATYPE_NULL, mpi_errno, MPI_ERR_TYPE,
-                        "**dtype");
-    MPIR_Datatype_get_size_macro(origin_datatype, size);
-    size *= origin_count;
-    MPIR_Datatype_get_size_macro(dtp->basic_type, basic_size);
-    packed = MPL_malloc(size, MPL_MEM_RMA);
-    MPIR_ERR_CHKANDJUMP(!packed, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
-    mpi_errno = MPIR_Typerep_pack(origin_addr, origin_count, origin_datatype, 0, packed, size,
-                                  &n);
-    MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = MPIR_Typerep_op(packed, size / basic_size, dtp->basic_type, addr, target_count,
-                                target_datatype, op, true, -1);
-  fn_exit:
-    MPL_free(packed);
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
 }
 
 /* The accumulate family at a target reached by single copy, under the target's mutex: its
@@ -908,7 +863,7 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
         pv_acc++;
     } else if (bytes > 0) {
         acc_enter(t->ctl);
-        if (same_basic(target_datatype, target_count, result_datatype, result_count))
+        if (MPIDI_AMLAPI_same_basic(target_datatype, target_count, result_datatype, result_count))
             memcpy(result_addr, addr, bytes);
         else
             mpi_errno = MPIR_Localcopy(addr, target_count, target_datatype, result_addr,
@@ -927,7 +882,7 @@ int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
     goto fn_exit;
 }
 
-/* fetch_and_op is get_accumulate of one element (its fast path is MPIDI_AMLAPI_acc_fast's) */
+/* fetch_and_op is get_accumulate of one element (its fast path is amlapi_op.c's) */
 int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
                          int target_rank, MPI_Aint target_disp, MPI_Op op, MPIR_Win * win)
 {

@@ -1,16 +1,13 @@
 /*
- * Native point-to-point: its state, setup and teardown. Init registers the two aml handlers
- * (MPIDI_AMLAPI_H_P2P, matching, amlapi_match.c; MPIDI_AMLAPI_H_CTRL, amlapi_ctrl.c) and, once
- * per process, the MPI_T performance variables of category AMLAPI. The design is described in
- * amlapi_p2p_impl.h; sends are in amlapi_send.c, receives in amlapi_recv.c, probes in
- * amlapi_probe.c.
+ * Native point-to-point: setup and teardown (its state is amlapi_global.c's). Init registers
+ * the two aml handlers (MPIDI_AMLAPI_H_P2P, matching, amlapi_p2p_match.c;
+ * MPIDI_AMLAPI_H_CTRL, amlapi_p2p_ctrl.c) and, once per process, the MPI_T performance
+ * variables of category AMLAPI. The design is described in amlapi_p2p_impl.h; sends are in
+ * amlapi_p2p_send.c, receives in amlapi_p2p_recv.c, probes in amlapi_p2p_probe.c.
  */
 
 #include "mpidimpl.h"
 #include "amlapi_p2p_impl.h"
-
-MPIDI_AMLAPI_p2p_t MPIDI_AMLAPI_p2p;
-MPIDI_AMLAPI_p2p_pvars_t MPIDI_AMLAPI_pv;
 
 /* ---- setup ---------------------------------------------------------------------------- */
 

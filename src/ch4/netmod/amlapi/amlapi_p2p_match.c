@@ -1,61 +1,13 @@
 /*
- * Native point-to-point: matching. The posted-receive and early-arrival (unexpected) queues,
- * and the header handler of MPIDI_AMLAPI_H_P2P, which matches a message on its first packet
- * and says where its data lands (see amlapi_p2p_impl.h).
+ * Native point-to-point: matching. The header handler of MPIDI_AMLAPI_H_P2P matches a message
+ * on its first packet against the posted-receive queue, or queues it as an early arrival, and
+ * says where its data lands (the queues and the design: amlapi_p2p_impl.h).
  */
 
 #include "mpidimpl.h"
 #include "amlapi_p2p_impl.h"
 
-/* ---- the two queues ------------------------------------------------------------------- */
-
-static void ue_enqueue(MPIDI_AMLAPI_ue_t * ue)
-{
-    ue->next = NULL;
-    ue->prev = MPIDI_AMLAPI_p2p.ue_tail;
-    if (MPIDI_AMLAPI_p2p.ue_tail)
-        MPIDI_AMLAPI_p2p.ue_tail->next = ue;
-    else
-        MPIDI_AMLAPI_p2p.ue_head = ue;
-    MPIDI_AMLAPI_p2p.ue_tail = ue;
-    ue->queued = 1;
-    MPIDI_AMLAPI_pv.ue_msgs++;
-    MPIDI_AMLAPI_pv.ue_bytes += ue->held;
-    if (MPIDI_AMLAPI_pv.ue_msgs > MPIDI_AMLAPI_pv.ue_msgs_max)
-        MPIDI_AMLAPI_pv.ue_msgs_max = MPIDI_AMLAPI_pv.ue_msgs;
-    if (MPIDI_AMLAPI_pv.ue_bytes > MPIDI_AMLAPI_pv.ue_bytes_max)
-        MPIDI_AMLAPI_pv.ue_bytes_max = MPIDI_AMLAPI_pv.ue_bytes;
-}
-
-void MPIDI_AMLAPI_ue_dequeue(MPIDI_AMLAPI_ue_t * ue)
-{
-    if (ue->prev)
-        ue->prev->next = ue->next;
-    else
-        MPIDI_AMLAPI_p2p.ue_head = ue->next;
-    if (ue->next)
-        ue->next->prev = ue->prev;
-    else
-        MPIDI_AMLAPI_p2p.ue_tail = ue->prev;
-    ue->queued = 0;
-    MPIDI_AMLAPI_pv.ue_msgs--;
-    MPIDI_AMLAPI_pv.ue_bytes -= ue->held;
-}
-
-void MPIDI_AMLAPI_posted_remove(MPIR_Request * rreq)
-{
-    MPIR_Request *prev = REQ(rreq).prev, *next = REQ(rreq).next;
-    if (prev)
-        REQ(prev).next = next;
-    else
-        MPIDI_AMLAPI_p2p.posted_head = next;
-    if (next)
-        REQ(next).prev = prev;
-    else
-        MPIDI_AMLAPI_p2p.posted_tail = prev;
-    REQ(rreq).flags &= ~MPIDI_AMLAPI_RF_POSTED;
-    MPIDI_AMLAPI_pv.posted--;
-}
+/* ---- the posted queue's lookup on arrival --------------------------------------------- */
 
 static inline __attribute__ ((always_inline))
 MPIR_Request *posted_find(const MPIDI_AMLAPI_p2p_hdr_t * h)
@@ -153,7 +105,7 @@ int MPIDI_AMLAPI_p2p_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info
         recv->compl_fn = ue_data_done;
         recv->compl_arg = ue;
     }
-    ue_enqueue(ue);
+    MPIDI_AMLAPI_ue_enqueue(ue);
     return 0;
 }
 

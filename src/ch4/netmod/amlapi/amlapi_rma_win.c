@@ -26,6 +26,7 @@
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 #include "amlapi_win.h"
+#include "amlapi_rma_lock.h"
 
 
 /* what each rank tells the others at window creation */
@@ -277,47 +278,12 @@ int MPIDI_AMLAPI_mpi_win_free_hook(MPIR_Win * win)
 
 /* ---- operations ----------------------------------------------------------------------- */
 
-/* Progresses until every direct operation and native RMA message of the window completed
- * (amlapi_rma.h's hooks: flush, unlock, fence); an idle rank of an oversubscribed node
- * yields its core meanwhile (MPICH's atomic_rmw_cas on 3 ranks over 2 cores, every peer
- * through UCX: 179 s spinning in MPIDIG's waits and here, 0.5 s with native locks and this
- * wait). */
-int MPIDI_AMLAPI_rma_wait(MPIR_Win * win)
-{
-    int mpi_errno = MPI_SUCCESS;
-    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-    if (!w || w->issued == w->done)
-        goto fn_exit;
-    MPIDI_AMLAPI_WAIT_UNTIL(w->issued == w->done);
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
-}
-
 int MPIDI_AMLAPI_rma_cmpl(MPIR_Win * win)
 {
     struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
     if (likely(!w || w->issued == w->done))
         return MPI_SUCCESS;
     return MPIDI_AMLAPI_rma_wait(win);
-}
-
-/* The target's address for target_disp and the transfer's bytes, or MPI_ERR_RMA_RANGE. */
-int MPIDI_AMLAPI_win_target_addr(const struct MPIDI_AMLAPI_win_target *t,
-                                 MPI_Aint target_disp, MPI_Aint true_lb, size_t bytes,
-                                 uint64_t * addr)
-{
-    int mpi_errno = MPI_SUCCESS;
-    int64_t off = (int64_t) target_disp * t->disp_unit + true_lb;
-    MPIR_ERR_CHKANDJUMP2(off < 0 || (uint64_t) off > t->size || bytes > t->size - off,
-                         mpi_errno, MPI_ERR_RMA_RANGE, "**amlapi_rmarange",
-                         "**amlapi_rmarange %d %d", (int) off, (int) bytes);
-    *addr = t->base + (uint64_t) off;
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
 }
 
 static int new_req(MPIR_Request ** request, MPIR_Request ** req)
@@ -585,33 +551,6 @@ int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origi
   fn_fail:
     op_free(o);
     goto fn_exit;
-}
-
-/* The synchronisation messages of amlapi_rma_lock.c and amlapi_rma_active.c: a small header
- * and no data, inline when aml allows (aml copies the header before returning on both
- * paths); aml's general send when a protocol forced by MPIR_CVAR_AMLAPI_PROTOCOL rules
- * inline messages out. */
-static int64_t ctl_inline_max = -1;
-
-int MPIDI_AMLAPI_ctl_register(unsigned handler, aml_hdr_handler_t fn)
-{
-    int mpi_errno = MPI_SUCCESS, rc;
-    rc = aml_qenv(MPIDI_AMLAPI_global.aml, AML_Q_INLINE_LIMIT, &ctl_inline_max);
-    MPIDI_AMLAPI_CHK(rc, "aml_qenv");
-    rc = aml_register_handler(MPIDI_AMLAPI_global.aml, handler, fn, NULL);
-    MPIDI_AMLAPI_CHK(rc, "aml_register_handler");
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
-}
-
-int MPIDI_AMLAPI_ctl_send(int peer, unsigned handler, const void *hdr, size_t len)
-{
-    aml_t *aml = MPIDI_AMLAPI_global.aml;
-    if ((int64_t) len <= ctl_inline_max)
-        return aml_amsend_small(aml, peer, handler, hdr, len, NULL, 0);
-    return aml_amsend(aml, peer, handler, hdr, len, NULL, 0, NULL, NULL, NULL);
 }
 
 void MPIDI_AMLAPI_win_pvars(void)

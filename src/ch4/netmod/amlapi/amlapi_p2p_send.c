@@ -2,7 +2,7 @@
  * Native point-to-point: sending. Standard and synchronous sends (MPI_Isend, MPI_Issend and
  * MPICH's collective sends): one aml message each, a small contiguous one completing at
  * injection with no request; a synchronous one also waits for the receiver's SYNC_ACK
- * (amlapi_ctrl.c). See amlapi_p2p_impl.h.
+ * (amlapi_p2p_ctrl.c). See amlapi_p2p_impl.h.
  */
 
 #include "mpidimpl.h"

@@ -1,7 +1,7 @@
 /*
  * Native point-to-point: probes. MPI_Iprobe and MPI_Improbe look in the early-arrival queue,
  * where every message that has arrived and not been received waits; improbe takes the one it
- * finds out of the queue into a message request for MPI_Imrecv (amlapi_recv.c).
+ * finds out of the queue into a message request for MPI_Imrecv (amlapi_p2p_recv.c).
  */
 
 #include "mpidimpl.h"

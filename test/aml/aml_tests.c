@@ -2379,18 +2379,97 @@ static int t_bad_adapt_dup(rank_ctx_t * c)
     return 1;
 }
 
+/* A FIN forged by rank 2 for the id that shares rank 1's put-rendezvous key under the old keying
+ * msg_id * peers_cap + src: rank 0 must refuse it, not complete rank 1's message. Rank 1 stops
+ * progressing once its scout is in, so its landing waits in put_rx with no FIN of its own. */
+typedef struct {
+    volatile int deferred, quiet, forge;
+    volatile uint64_t fid;
+} forge_board_t;
+static aml_handle_t forge_msg;
+
+static int forge_handler(aml_t * aml, void *ctx, const aml_msg_info_t * info, aml_recv_t * recv)
+{
+    if (!info->msg || info->protocol != AML_PROTO_RNDV)
+        return 1;
+    forge_msg = info->msg;
+    recv->defer = 1;
+    return 0;
+}
+
+static void forge_compl(aml_t * aml, void *arg)
+{
+    rank_ctx_t *c = arg;
+    CHECK(0, "rank 1's message completed: rank 2's forged FIN was taken for rank 1's");
+}
+
+static int t_bad_put_collide(rank_ctx_t * c)
+{
+    forge_board_t *b = test_board(0);
+    static unsigned char buf[65536];
+    CHECK_OK(aml_register_handler(c->aml, 10, forge_handler, NULL));
+    test_barrier(c);
+    if (c->rank == 1) {
+        CHECK_OK(aml_amsend(c->aml, 0, 10, NULL, 0, buf, sizeof(buf), NULL, NULL, NULL));
+        while (!b->deferred)
+            aml_progress(c->aml);
+        b->quiet = 1;
+        for (;;)        /* no progress: rank 0's RTR stays unread, so no put and no FIN */
+            usleep(1000);
+    } else if (c->rank == 0) {
+        uint64_t cap = (uint64_t) c->aml->peers_cap, inv = cap, m;
+        aml_recv_t r = { .buf = buf, .compl_fn = forge_compl, .compl_arg = c };
+        struct timespec t0, t;
+        while (!forge_msg)
+            aml_progress(c->aml);
+        m = AML_CONTAINER(aml_htab_get(&c->aml->deferred, forge_msg), aml_rmsg_t, dh)->msg_id;
+        b->deferred = 1;
+        while (!b->quiet)
+            usleep(1000);
+        CHECK_OK(aml_accept(c->aml, forge_msg, &r));  /* the landing enters put_rx */
+        /* fid * cap + 2 == m * cap + 1 (mod 2^64): solvable as cap is odd, so invertible */
+        CHECK(cap & 1, "peers_cap %llu is even: no id collides", (unsigned long long) cap);
+        for (int i = 0; i < 6; i++)     /* Newton: inverse of cap mod 2^64 */
+            inv *= 2 - cap * inv;
+        b->fid = m - inv;
+        b->forge = 1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {            /* aml's fatal path ends this rank */
+            aml_progress(c->aml);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while (t.tv_sec - t0.tv_sec < 5);
+        CHECK(0, "rank 2's FIN for message %llu was not refused", (unsigned long long) b->fid);
+    } else {
+        aml_pkt_t p;
+        while (!b->forge)
+            aml_progress(c->aml);
+        memset(&p, 0, sizeof(p));
+        p.type = AML_PKT_RNDV_FIN;
+        p.src = 2;
+        p.seq = aml_debug_next_seq(c->aml, 0);
+        p.msg_id = b->fid;
+        CHECK_OK(aml_debug_send_raw(c->aml, 0, &p, sizeof(p), NULL, 0));
+        for (;;)
+            aml_progress(c->aml);
+    }
+    return 1;
+}
+
 /* tests in which one rank must stop in aml's fatal path with this message */
 static const struct {
     const char *name;
+    int nprocs;
     rank_body_t body;
     void (*hook) (aml_config_t *);
     int rank;
     const char *msg;
 } fatal_tests[] = {
-    {"send_fail", t_send_fail, eager_only, 0, "sending a EAGER_SCONT packet to rank 1 failed: "
+    {"send_fail", 2, t_send_fail, eager_only, 0, "sending a EAGER_SCONT packet to rank 1 failed: "
      "injected"},
-    {"bad_adapt_dup", t_bad_adapt_dup, NULL, 1, "from rank 0: type ADAPT_DATA (13): chunk "
+    {"bad_adapt_dup", 2, t_bad_adapt_dup, NULL, 1, "from rank 0: type ADAPT_DATA (13): chunk "
      "[40, 70) of adaptive message 5 overlaps bytes [40, 70) received before"},
+    {"bad_put_collide", 3, t_bad_put_collide, force_rndv_put, 0, "malformed packet from rank 2: "
+     "type RNDV_FIN (16): data put for message"},
 };
 
 int main(int argc, char **argv)
@@ -2435,8 +2514,8 @@ int main(int argc, char **argv)
             return launch(tests[i].nprocs, tests[i].body, tests[i].hook, 120, -1, NULL);
     for (size_t i = 0; i < sizeof(fatal_tests) / sizeof(fatal_tests[0]); i++)
         if (!strcmp(argv[1], fatal_tests[i].name))
-            return launch(2, fatal_tests[i].body, fatal_tests[i].hook, 60, fatal_tests[i].rank,
-                          fatal_tests[i].msg);
+            return launch(fatal_tests[i].nprocs, fatal_tests[i].body, fatal_tests[i].hook, 60,
+                          fatal_tests[i].rank, fatal_tests[i].msg);
     for (size_t i = 0; i < nb; i++) {
         if (!strcmp(argv[1], bad_cases[i].name)) {
             char expect[300];

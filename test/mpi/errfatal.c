@@ -124,7 +124,9 @@ static void send_bad_mpidig(const char *what)
  * "rmawin": a PUT to a window id no window has; "rmarange": a PUT of 8 ints at 1 MiB into
  * the 64-byte window both ranks created (MPICH 4.0.2 numbers a communicator's windows
  * 1 + (context id | instance << 32): MPI_COMM_WORLD's first is 1); "rmawrap": the same at an
- * offset whose end wraps past 2^63 (once taken as inside the window, and written); "rmalayout":
+ * offset whose end wraps past 2^63 (once taken as inside the window, and written); "rmarank":
+ * a good PUT that names rank 0 of the window as its origin (once unchecked without a lock
+ * request, so a rank outside a window's group could write into it); "rmalayout":
  * 8 elements of a derived target datatype whose layout (amlapi_rma_layout.h: extent, block
  * count, pad, then (displacement, length) blocks, after the header) puts its one 4-byte block
  * 1 MiB into the element; "rmaanswer": an answer (kind ACK, 16 bytes: kind, pad, operation
@@ -135,7 +137,7 @@ static void send_bad_rma(const char *what)
     int data[8] = { 0 };
     uint64_t win_id = !strcmp(what, "rmawin") ? 0x7eadbeef00000001ULL : 1, off = 1 << 20;
     uint64_t count = 8, op_id = 12345;
-    int32_t dt = (int32_t) MPI_INT, op = 0;
+    int32_t dt = (int32_t) MPI_INT, op = 0, origin = !strcmp(what, "rmarank") ? 0 : 1;
     aml_xfer_t x;
     memset(hdr, 0, sizeof(hdr));
     memset(&x, 0, sizeof(x));
@@ -151,6 +153,8 @@ static void send_bad_rma(const char *what)
         x.uhdr_len = 56;
         if (!strcmp(what, "rmawrap"))
             off = 0x7ffffffffffffff0ULL;
+        if (!strcmp(what, "rmarank"))
+            off = 0;            /* within the window: only the origin's rank is wrong */
         if (!strcmp(what, "rmalayout")) {
             int64_t extent = 4, disp = 1 << 20;
             uint64_t blen = 4;
@@ -170,6 +174,7 @@ static void send_bad_rma(const char *what)
         memcpy(hdr + 24, &off, 8);
         memcpy(hdr + 32, &count, 8);
         memcpy(hdr + 40, &op_id, 8);
+        memcpy(hdr + 48, &origin, 4);   /* the origin's rank in the window */
         x.data = data;
         x.len = sizeof(data);
     }
@@ -314,6 +319,9 @@ int main(int argc, char **argv)
     static const char *const want_rmawrap[] = { "malformed RMA PUT message from rank 1",
         "at offset 0x7ffffffffffffff0 of the window: span out of range", NULL
     };
+    static const char *const want_rmarank[] = { "malformed RMA PUT message from rank 1",
+        "it says it is rank 0 of window 0x1, which it is not", NULL
+    };
     static const char *const want_rmalayout[] = { "malformed RMA PUT message from rank 1",
         "derived datatype, span 1048576..1048608) at offset 0 of the window: outside the window",
         NULL
@@ -366,6 +374,7 @@ int main(int argc, char **argv)
     run(exe, "rmarange", want_rmarange, 0);
     run(exe, "rmawrap", want_rmawrap, 0);
     run(exe, "rmalayout", want_rmalayout, 0);
+    run(exe, "rmarank", want_rmarank, 0);
     run(exe, "rmaanswer", want_rmaanswer, 0);
     rmdir(dir);
     printf("errfatal: %d errors\n", errs);

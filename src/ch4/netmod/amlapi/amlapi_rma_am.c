@@ -517,13 +517,13 @@ static int request_handler(const aml_msg_info_t * info, aml_recv_t * recv)
     if (win == MPIDIU_MAP_NOT_FOUND)
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: no window %#llx here",
                            kind_name[h.kind], info->src, (unsigned long long) h.win_id);
-    /* the origin's rank matters only to a lock request it carries */
-    if (h.lock > LOCK_EXCL_REQ || (h.lock != LOCK_NONE &&
-                                   (h.rank < 0 || h.rank >= win->comm_ptr->local_size ||
-                                    MPIDI_AMLAPI_peer(win->comm_ptr, h.rank) != info->src)))
+    /* only a member of the window's group touches it: the rank the origin names must be
+     * the sender (one lookup, not a search of the group) */
+    if (h.lock > LOCK_EXCL_REQ || h.rank < 0 || h.rank >= win->comm_ptr->local_size ||
+        MPIDI_AMLAPI_peer(win->comm_ptr, h.rank) != info->src)
         MPIDI_AMLAPI_fatal("malformed RMA %s message from rank %d: lock request %u, it says it "
-                           "is rank %d of window %#llx", kind_name[h.kind], info->src, h.lock,
-                           (int) h.rank, (unsigned long long) h.win_id);
+                           "is rank %d of window %#llx, which it is not", kind_name[h.kind],
+                           info->src, h.lock, (int) h.rank, (unsigned long long) h.win_id);
     if (HANDLE_IS_BUILTIN(h.dt))
         MPIR_Datatype_get_size_macro(h.dt, size);
     if (size <= 0 || ((h.kind == RMA_ACC || h.kind == RMA_GACC) && !HANDLE_IS_BUILTIN(h.op)))

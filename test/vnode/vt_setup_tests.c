@@ -253,8 +253,11 @@ static int kill_body(vt_ctx_t * c)
         vt_sleep_ms(1);
     }
     /* whatever it left in the ring is delivered; our sends fill its ring, then AGAIN; its
-     * doorbell is gone (make it look asleep so we ring it) */
+     * doorbell is gone (make it look asleep so we ring it: armed, and sleepy, since a rank
+     * that was killed before its first sleep left its sleepy word 0, and senders skip the
+     * check of a receiver that never slept) */
     uint64_t ok = 0, again = 0;
+    __atomic_store_n(&vnode_rank(c->v, 1)->sleepy, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < 20000; i++) {
         size_t hl, l;
         __atomic_store_n(&vnode_rank(c->v, 1)->sleeping, VNODE_ARMED, __ATOMIC_SEQ_CST);

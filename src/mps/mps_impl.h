@@ -84,28 +84,36 @@ typedef struct mps_backend {
 extern const mps_backend mps_emps_backend;
 extern const mps_backend mps_native_backend;
 
-/* library state, loaded on the first call after MPI_Init */
-typedef struct {
+/* Layers, lowest first (a file calls only those below it): topo.c, error.c, relax.c; emps.c;
+ * native.c; state.c; pool.c; channel.c, wait.c. */
+
+/* ---- error.c: sets this thread's detail and returns code ---- */
+int mps_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int mps_mpi_error(const char *call, int mpi_rc);
+/* ---- relax.c: let other processes on the same cores run while polling ---- */
+void mps_relax(void);
+
+/* ---- state.c: library state, loaded on the first call after MPI_Init ---- */
+typedef struct mps_state {
     mps_topo topo;
     int rank, size;
     const mps_backend *be;
     int comm_keyval;
     MPS_pool_t pools;
+    /* at MPI_Finalize, before the arenas: frees the pools the application left (pool.c sets
+     * it with its first pool; the state is below the pools and calls them only so) */
+    void (*free_pools)(struct mps_state *s);
 } mps_state;
 
 /* NULL on failure (then the code is in *rc and the detail set) */
 mps_state *mps_get_state(int *rc);
-/* sets this thread's detail and returns code */
-int mps_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int mps_mpi_error(const char *call, int mpi_rc);
 mps_channel *mps_channel_of(mps_state *s, MPI_Comm comm);
+
+/* ---- pool.c ---- */
 /* one step of every pool's progress (back end's test) for this pool */
 int mps_pool_progress(MPS_pool_t p);
 /* the receive pool has a message ready for MPS_Buf_get */
 int mps_pool_has_data(MPS_pool_t p);
-void mps_pools_free_all(mps_state *s);
-/* let other processes on the same cores run while polling */
-void mps_relax(void);
 
 /* ---- native back end (native.c): channels between processes of one node share an arena
  * (an MPI-3 shared-memory window: on amlapi, memory in the node's shared segment) ---- */

@@ -122,7 +122,7 @@ int mps_native_wanted(void)
      * version string says (a renamed build, another MPICH device reports differently) */
     int provided, idx, amlapi = 0;
     if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS) {
-        amlapi = MPI_T_cvar_get_index("MPIR_CVAR_AMLAPI_RMA_SHM", &idx) == MPI_SUCCESS;
+        amlapi = MPI_T_cvar_get_index("MPIR_CVAR_AMLAPI_RMA_SHM_COPY", &idx) == MPI_SUCCESS;
         MPI_T_finalize();
     }
     /* MPS_BACKEND=native asks for it over any MPI-3 library (it uses shared-memory windows

@@ -145,6 +145,22 @@ static void pool_free(mps_state *s, MPS_pool_t p)
     free(p);
 }
 
+/* at MPI_Finalize (the state calls it): pools the application did not finalize */
+static void pools_free_all(mps_state *s)
+{
+    while (s->pools) {
+        MPS_pool_t p = s->pools;
+        for (int i = 0; i < p->bufcount; i++) {
+            int c;
+            if (p->way == MPS_RCV && p->bufs[i].state == MPS_BUF_INFLIGHT)
+                s->be->cancel_recv(p, i, &c);
+            else if (p->bufs[i].state == MPS_BUF_INFLIGHT)
+                MPI_Wait(&p->bufs[i].req, MPI_STATUS_IGNORE);
+        }
+        pool_free(s, p);
+    }
+}
+
 int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, MPS_pool_t *pool)
 {
     mps_state *s;
@@ -187,6 +203,7 @@ int MPS_Buf_pool_init(MPI_Comm comm, int way, int *p_bufsize, int *p_bufcount, M
     p->nat = ch->nat;
     p->next = s->pools;
     s->pools = p;
+    s->free_pools = pools_free_all;
     if (p->nat && way == MPS_SND) {
         /* in the channel's arena, on pages of their own (the ownership guard protects pages);
          * a pool the arena has no room for sends by message */
@@ -495,22 +512,6 @@ int MPS_Buf_pool_finalize(MPS_pool_t pool)
     }
     pool_free(s, p);
     return MPS_SUCCESS;
-}
-
-/* at MPI_Finalize: pools the application did not finalize */
-void mps_pools_free_all(mps_state *s)
-{
-    while (s->pools) {
-        MPS_pool_t p = s->pools;
-        for (int i = 0; i < p->bufcount; i++) {
-            int c;
-            if (p->way == MPS_RCV && p->bufs[i].state == MPS_BUF_INFLIGHT)
-                s->be->cancel_recv(p, i, &c);
-            else if (p->bufs[i].state == MPS_BUF_INFLIGHT)
-                MPI_Wait(&p->bufs[i].req, MPI_STATUS_IGNORE);
-        }
-        pool_free(s, p);
-    }
 }
 
 int MPS_Pool_counters(MPS_pool_t pool, long long *handoffs, long long *bytes_copied)

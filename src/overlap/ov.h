@@ -1,6 +1,10 @@
 /* mpioverlap internals: shared by the MPI wrappers (ov_mpi.c), paging (ov_page.c), the fault
  * handler (ov_signal.c), chaining (ov_chain.c) and the system-call guards (ov_sys.c).
  *
+ * Layers, lowest first (a file calls only those below it): ov.c; ov_adapt.c, ov_local.c,
+ * ov_status.c; ov_page.c; ov_chain.c; ov_signal.c (entering and leaving the library:
+ * ov_signal.h); ov_sys.c; ov_mpi.c.
+ *
  * The library assumes one application thread makes MPI calls and touches the buffers (it
  * turns itself into a pass-through otherwise: ov_mpi.c, ov_sys.c). Its state is therefore
  * plain globals; the fault handler interrupts that thread only outside the library (in_lib
@@ -100,23 +104,26 @@ struct ov_state {
     int nactive;            /* requests in table[] */
     int user_active;        /* the application's own nonblocking requests outstanding */
     int user_sticky;        /* the application used something we cannot track (persistent, RMA..) */
+    int status_any;         /* a provisional status was handed out (ov_status.c): status reads
+                               look for one */
     uintptr_t stk_lo, stk_hi;   /* the main thread's stack: never protected */
     long owner_tid;         /* the thread that calls MPI */
     struct ov_req table[OV_MAXREQ];
     struct ov_stats st;
 };
 
+/* ov.c */
 extern struct ov_state ov;
 /* inside the library (wrappers, PMPI calls): a fault now is MPI's or ours, not the application's */
 extern __thread int ov_in_lib;
 /* this thread is the one that calls MPI (set at MPI_Init) */
 extern __thread int ov_is_owner;
-/* 1 while the owner runs application code: a page MPI's other threads must open then is
- * opened only with the owner parked (ov_signal.c); written by the owner only */
-extern volatile int ov_owner_out;
 /* odd while the owner takes finished requests out of the table and has not yet opened
- * their pages (complete_sel): pages protected then need not be ours any more */
+ * their pages (ov_page.c's complete_sel): pages protected then need not be ours any more */
 extern volatile unsigned ov_tab_seq;
+long long ov_now_ns(void);
+/* len bytes of msg to stderr; async-signal-safe */
+void ov_say(const char *msg, size_t len);
 
 /* ov_page.c */
 void ov_page_init(void);
@@ -141,43 +148,12 @@ int ov_settle_chained(void);
 int ov_complete_page(uintptr_t pg);
 /* is page pg protected by one of our requests */
 int ov_page_ours(uintptr_t pg);
-/* a page MPI (or another thread) faulted on: made accessible now, its requests completed by
- * the owner thread at its next library exit (ov_deferred_run) */
-void ov_page_release(uintptr_t pg, int foreign);
-void ov_deferred_run(void);
-extern volatile int ov_deferred_n;
+/* give page pg the protection the requests in the table want (a page MPI faulted on and
+ * the fault handler opened) */
+void ov_page_reprotect(uintptr_t pg);
 
-/* Entering and leaving the library on any thread. Leaving on the owner runs the queue of
- * pages MPI opened, then says it is out, then looks at the queue once more: a thread that
- * queued a page just before saw it inside (and did not park it), so the owner must see that
- * page here (both sides write, then read the other's word, sequentially consistent). */
-static inline void ov_enter(void)
-{
-    if (ov_in_lib++ == 0 && ov_is_owner)
-        __atomic_store_n(&ov_owner_out, 0, __ATOMIC_SEQ_CST);
-}
-
-static inline void ov_leave(void)
-{
-    for (;;) {
-        if (ov_deferred_n)
-            ov_deferred_run();
-        if (--ov_in_lib || !ov_is_owner)
-            return;
-        __atomic_store_n(&ov_owner_out, 1, __ATOMIC_SEQ_CST);
-        if (!__atomic_load_n(&ov_deferred_n, __ATOMIC_SEQ_CST))
-            return;
-        __atomic_store_n(&ov_owner_out, 0, __ATOMIC_SEQ_CST);
-        ov_in_lib++;
-    }
-}
-
-/* ov_signal.c */
-void ov_signal_init(void);
-/* stop the owner (running application code) in a handler until *opened says the page a
- * foreign thread needs is open; 0 if it did not answer in time */
-int ov_park_owner(void);
-void ov_park_opened(void);
+/* ov_signal.c: in ov_signal.h, for the files above paging (leaving the library completes
+ * requests) */
 
 /* ov_chain.c */
 /* called at each converted call: returns 1 if the call continues a recognised chain */
@@ -187,8 +163,6 @@ int ov_chain_is_last(void);
 void ov_chain_exit(void);
 void ov_chain_note_fault(void);
 
-long long ov_now_ns(void);
-
 /* ov_adapt.c */
 int ov_site_blocking(void *pc);
 void ov_site_score(void *pc, long long touched_after_ns);
@@ -196,12 +170,13 @@ void ov_site_score(void *pc, long long touched_after_ns);
 void ov_stamp(struct ov_req *a, struct ov_req *b, void *site);
 
 /* ov_status.c: statuses of receives that complete after the call returned */
-extern int ov_status_any;
 unsigned long long ov_status_provisional(MPI_Status *st, int src, int tag);
 void ov_status_record(unsigned long long seq, const MPI_Status *real);
 void ov_status_fill(MPI_Status *dst, const MPI_Status *real);
-/* the status MPI should read in place of st (st itself, or *tmp made real) */
-const MPI_Status *ov_status_real(const MPI_Status *st, MPI_Status *tmp);
+/* the provisional status st carries (its sequence number), or 0 */
+unsigned long long ov_status_seq(const MPI_Status *st);
+/* st, provisional status seq whose receive has completed, made real in *tmp */
+const MPI_Status *ov_status_resolve(unsigned long long seq, const MPI_Status *st, MPI_Status *tmp);
 
 /* ov_local.c: which peers share this node (a performance decision only) */
 void ov_local_init(void);
@@ -210,6 +185,7 @@ void ov_local_forget(MPI_Comm comm);
 
 /* ov_sys.c */
 void ov_sys_init(void);
+/* complete everything and pass through from now on, saying why on stderr */
 void ov_disable(const char *why);
 
 #endif

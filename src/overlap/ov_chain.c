@@ -20,8 +20,6 @@
 #define _GNU_SOURCE
 #include "ov.h"
 
-#include <time.h>
-
 #define OV_NCHAINS 8
 
 struct chain {
@@ -34,18 +32,11 @@ struct chain {
 
 static struct chain chains[OV_NCHAINS];
 static int nchains;
-static void *run[OV_MAXCHAIN];
+static void *run_sites[OV_MAXCHAIN];
 static int runlen, run_overflow;
 static long long last_exit;
 static int fault_since;
-static int cur = -1, pos;       /* the chain running, and how many of its calls came */
-
-long long ov_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
+static int cur_chain = -1, cur_pos;    /* the chain running, and how many of its calls came */
 
 void ov_chain_note_fault(void) { fault_since = 1; }
 
@@ -59,7 +50,7 @@ static void close_run(void)
             continue;
         int same = 1;
         for (int k = 0; k < runlen && same; k++)
-            same = c->sites[k] == run[k];
+            same = c->sites[k] == run_sites[k];
         if (!same)
             continue;
         if (++c->seen == 2)
@@ -70,7 +61,7 @@ static void close_run(void)
         return;
     struct chain *c = &chains[nchains++];
     for (int k = 0; k < runlen; k++)
-        c->sites[k] = run[k];
+        c->sites[k] = run_sites[k];
     c->len = runlen;
     c->seen = 1;
 }
@@ -82,9 +73,9 @@ static void leave_chain(void)
         ov_complete_chained();
     for (int i = 0; i < OV_MAXREQ; i++)
         ov.table[i].chained = 0;        /* they remain ordinary paged requests */
-    if (++chains[cur].breaks >= 3)
-        chains[cur].dead = 1;
-    cur = -1;
+    if (++chains[cur_chain].breaks >= 3)
+        chains[cur_chain].dead = 1;
+    cur_chain = -1;
 }
 
 int ov_chain_enter(void *site)
@@ -99,13 +90,14 @@ int ov_chain_enter(void *site)
         run_overflow = 0;
     }
     if (runlen < OV_MAXCHAIN)
-        run[runlen++] = site;
+        run_sites[runlen++] = site;
     else
         run_overflow = 1;
 
-    if (cur >= 0) {
-        if (contiguous && pos < chains[cur].len && chains[cur].sites[pos] == site) {
-            pos++;
+    if (cur_chain >= 0) {
+        struct chain *c = &chains[cur_chain];
+        if (contiguous && cur_pos < c->len && c->sites[cur_pos] == site) {
+            cur_pos++;
             return 1;
         }
         leave_chain();
@@ -113,8 +105,8 @@ int ov_chain_enter(void *site)
     if (!contiguous) {
         for (int i = 0; i < nchains; i++)
             if (!chains[i].dead && chains[i].seen >= 2 && chains[i].sites[0] == site) {
-                cur = i;
-                pos = 1;
+                cur_chain = i;
+                cur_pos = 1;
                 return 1;
             }
     }
@@ -123,11 +115,11 @@ int ov_chain_enter(void *site)
 
 int ov_chain_is_last(void)
 {
-    if (cur < 0 || pos < chains[cur].len)
+    if (cur_chain < 0 || cur_pos < chains[cur_chain].len)
         return 0;
     ov.st.chain_runs++;
-    ov.st.chained_reqs += (unsigned long long)chains[cur].len;
-    cur = -1;
+    ov.st.chained_reqs += (unsigned long long)chains[cur_chain].len;
+    cur_chain = -1;
     return 1;
 }
 

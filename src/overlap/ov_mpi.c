@@ -20,7 +20,7 @@
  * saves in a program that mixes both). Calls that only make progress (barrier, probes,
  * communicator management) just mark "inside MPI" so a fault there is known as MPI's. */
 #define _GNU_SOURCE
-#include "ov.h"
+#include "ov_signal.h"
 #include "ov_env.h"
 
 #include <dirent.h>
@@ -49,19 +49,6 @@ static long env_long(const char *name, long dflt)
         exit(1);
     }
     return x;
-}
-
-void ov_disable(const char *why)
-{
-    if (ov.enabled) {
-        ov_enter();
-        ov_complete_all();
-        ov_leave();
-    }
-    ov.enabled = 0;
-    ov_owner_out = 0;
-    fprintf(stderr, "mpioverlap: rank %d: %s; the library is a pass-through from here on\n",
-            ov.rank, why);
 }
 
 static int other_threads_now(void)
@@ -524,47 +511,57 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int st
     return rc;
 }
 
-/* Calls that read a status's hidden fields: a provisional one (ov_status.c) is made real */
+/* Calls that read a status's hidden fields: a provisional one (ov_status.c) is made real, its
+ * receive completed first if still in flight (as a touch of its buffer would) */
+static const MPI_Status *real_status(const MPI_Status *st, MPI_Status *tmp)
+{
+    unsigned long long seq = ov_status_seq(st);
+    if (!seq)
+        return st;
+    ov_complete_status(seq);
+    return ov_status_resolve(seq, st, tmp);
+}
+
 int MPI_Get_count(const MPI_Status *st, MPI_Datatype dt, int *c)
 {
-    if (!ov_status_any)
+    if (!ov.status_any)
         return PMPI_Get_count(st, dt, c);
     MPI_Status tmp;
     ENTER();
-    int rc = PMPI_Get_count(ov_status_real(st, &tmp), dt, c);
+    int rc = PMPI_Get_count(real_status(st, &tmp), dt, c);
     LEAVE();
     return rc;
 }
 
 int MPI_Get_elements(const MPI_Status *st, MPI_Datatype dt, int *c)
 {
-    if (!ov_status_any)
+    if (!ov.status_any)
         return PMPI_Get_elements(st, dt, c);
     MPI_Status tmp;
     ENTER();
-    int rc = PMPI_Get_elements(ov_status_real(st, &tmp), dt, c);
+    int rc = PMPI_Get_elements(real_status(st, &tmp), dt, c);
     LEAVE();
     return rc;
 }
 
 int MPI_Get_elements_x(const MPI_Status *st, MPI_Datatype dt, MPI_Count *c)
 {
-    if (!ov_status_any)
+    if (!ov.status_any)
         return PMPI_Get_elements_x(st, dt, c);
     MPI_Status tmp;
     ENTER();
-    int rc = PMPI_Get_elements_x(ov_status_real(st, &tmp), dt, c);
+    int rc = PMPI_Get_elements_x(real_status(st, &tmp), dt, c);
     LEAVE();
     return rc;
 }
 
 int MPI_Test_cancelled(const MPI_Status *st, int *f)
 {
-    if (!ov_status_any)
+    if (!ov.status_any)
         return PMPI_Test_cancelled(st, f);
     MPI_Status tmp;
     ENTER();
-    int rc = PMPI_Test_cancelled(ov_status_real(st, &tmp), f);
+    int rc = PMPI_Test_cancelled(real_status(st, &tmp), f);
     LEAVE();
     return rc;
 }

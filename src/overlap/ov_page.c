@@ -29,12 +29,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-struct ov_state ov;
-__thread int ov_in_lib;
-__thread int ov_is_owner;
-volatile int ov_owner_out;
-volatile unsigned ov_tab_seq;
-
 static inline char *pg_addr(uintptr_t pg) { return (char *)(pg * ov.page); }
 
 void ov_page_init(void)
@@ -46,7 +40,7 @@ static void ov_fatal(const char *what, int err)
 {
     char msg[200];
     int n = snprintf(msg, sizeof msg, "mpioverlap: %s failed: %s\n", what, strerror(err));
-    if (write(2, msg, (size_t)n) < 0) { /* nothing better to do */ }
+    ov_say(msg, (size_t)n);
     abort();
 }
 
@@ -101,6 +95,11 @@ int ov_page_ours(uintptr_t pg)
     return 0;
 }
 
+void ov_page_reprotect(uintptr_t pg)
+{
+    apply_prot(pg, pg + 1);
+}
+
 /* does a request still in the table protect a page of [pg0, pg1) */
 static int covered(uintptr_t pg0, uintptr_t pg1)
 {
@@ -118,7 +117,7 @@ static void fail_request(int rc)
      * and the data is not there; say so instead of continuing silently */
     char msg[120];
     int l = snprintf(msg, sizeof msg, "mpioverlap: a deferred request failed (MPI error %d)\n", rc);
-    if (write(2, msg, (size_t)l) < 0) { /* nothing better */ }
+    ov_say(msg, (size_t)l);
     PMPI_Abort(MPI_COMM_WORLD, rc);
 }
 
@@ -145,7 +144,7 @@ static void copy_in(struct ov_req *r, const MPI_Status *st)
         /* a message ending inside an element: MPI_Unpack cannot place a partial element */
         static const char m[] = "mpioverlap: a deferred receive of a derived datatype got a message "
                                 "ending inside an element; not supported (MPIOVERLAP_DISABLE=1)\n";
-        if (write(2, m, sizeof m - 1) < 0) { /* nothing better */ }
+        ov_say(m, sizeof m - 1);
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (cnt && PMPI_Unpack(r->tmp, cnt, &pos, r->mbuf, cnt / tsz, r->dt, MPI_COMM_SELF) != MPI_SUCCESS)
@@ -360,7 +359,7 @@ static int on_stack(uintptr_t a, uintptr_t b)
 }
 
 /* A request MPI completed as it started: its slot goes back, nothing was protected */
-static void done_at_once(struct ov_req *r, struct ov_req **out)
+static void slot_done_at_once(struct ov_req *r, struct ov_req **out)
 {
     r->kind = OV_FREE;
     ov.nactive--;
@@ -439,7 +438,7 @@ int ov_start_send(const void *buf, int count, MPI_Datatype dt, const struct ov_s
         int flag = 0;
         PMPI_Test(&r->mreq, &flag, MPI_STATUS_IGNORE);
         if (flag)
-            done_at_once(r, out);
+            slot_done_at_once(r, out);
         return 1;
     }
     if (r->kind == OV_SEND_PROT && !ov.wait_now) {
@@ -448,7 +447,7 @@ int ov_start_send(const void *buf, int count, MPI_Datatype dt, const struct ov_s
         if (ov.at_once)
             PMPI_Test(&r->mreq, &flag, MPI_STATUS_IGNORE);
         if (flag) {
-            done_at_once(r, out);
+            slot_done_at_once(r, out);
             return 1;
         }
         if (ov.noprot)
@@ -525,7 +524,7 @@ int ov_start_recv(void *buf, int count, MPI_Datatype dt, const struct ov_span *s
         int shared = covered(pg0, pg1);
         struct ov_req mine_r = *r;
         r->dt = MPI_DATATYPE_NULL;
-        done_at_once(r, out);
+        slot_done_at_once(r, out);
         if (shared)
             set_prot(pg0, pg1, PROT_READ | PROT_WRITE);
         copy_in(&mine_r, &st);
@@ -542,74 +541,4 @@ int ov_start_recv(void *buf, int count, MPI_Datatype dt, const struct ov_span *s
     r->prot = 1;
     set_prot(pg0, pg1, PROT_NONE);
     return 1;
-}
-
-/* Faults taken inside MPI, or in one of MPI's own threads, on a protected page: the handler
- * cannot call MPI there, so it opens the page and queues it for the owner thread, which
- * completes the page's requests.
- *  - inside MPI on the owner: before it returns to the application (ov_leave) the owner
- *    protects the page again as the requests still on it want. No application code ran
- *    while it was open, and MPI writes its own objects there, never the requests' bytes (a
- *    receive lands in our buffer; a send is only read), so nothing needs completing: MPI's
- *    next touch faults again, which is cheaper than waiting for the requests (measured: on
- *    the SOR solver across hosts, 185 such faults in 800 requests on one rank, each of which
- *    used to end its requests' overlap early);
- *  - on another thread while the owner is inside the library: the same (ov_leave's second
- *    look closes the race with its way out);
- *  - on another thread while the owner runs application code: the owner is parked in a
- *    signal handler first (ov_park_owner), the page opened, and the owner completes the
- *    page's requests in that handler before it resumes. Opening the page with the owner
- *    running would let it read a receive's old bytes, or write under a send, until its next
- *    library call (the race the previous version had).
- * One queuing thread at a time (a spin lock; the owner's pops take it too, briefly, with no
- * fault possible inside). */
-#define OV_MAXDEFER 64
-static volatile uintptr_t deferred[OV_MAXDEFER];
-static volatile unsigned char deferred_foreign[OV_MAXDEFER];
-volatile int ov_deferred_n;
-static volatile int qlock;
-
-static void q_lock(void)
-{
-    while (__atomic_exchange_n(&qlock, 1, __ATOMIC_ACQUIRE))
-        __builtin_ia32_pause();
-}
-static void q_unlock(void) { __atomic_store_n(&qlock, 0, __ATOMIC_RELEASE); }
-
-void ov_page_release(uintptr_t pg, int foreign)
-{
-    q_lock();
-    int n = ov_deferred_n;
-    if (n >= OV_MAXDEFER) {
-        static const char m[] = "mpioverlap: too many faults inside MPI on protected pages\n";
-        if (write(2, m, sizeof m - 1) < 0) { /* nothing better */ }
-        abort();
-    }
-    deferred[n] = pg;
-    deferred_foreign[n] = (unsigned char)foreign;
-    __atomic_store_n(&ov_deferred_n, n + 1, __ATOMIC_SEQ_CST);
-    int parked = foreign && __atomic_load_n(&ov_owner_out, __ATOMIC_SEQ_CST) && ov_park_owner();
-    mprotect(pg_addr(pg), ov.page, PROT_READ | PROT_WRITE);
-    if (parked)
-        ov_park_opened();
-    q_unlock();
-}
-
-void ov_deferred_run(void)
-{
-    for (;;) {
-        q_lock();
-        int n = ov_deferred_n;
-        uintptr_t pg = n > 0 ? deferred[n - 1] : 0;
-        int foreign = n > 0 && deferred_foreign[n - 1];
-        if (n > 0)
-            __atomic_store_n(&ov_deferred_n, n - 1, __ATOMIC_SEQ_CST);
-        q_unlock();
-        if (n <= 0)
-            return;
-        if (foreign)
-            ov_complete_page(pg);
-        else
-            apply_prot(pg, pg + 1);
-    }
 }

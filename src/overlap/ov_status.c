@@ -23,7 +23,6 @@
 #include "ov.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
 #define OV_FIN 4096     /* finished receives remembered: a status older than that is lost */
 #define COOKIE_BASE ((MPI_Count)1 << 60)
@@ -34,7 +33,6 @@ static struct fin {
     int cancelled;
 } fin[OV_FIN];
 static unsigned long long next_seq;
-int ov_status_any;
 
 unsigned long long ov_status_provisional(MPI_Status *st, int src, int tag)
 {
@@ -43,7 +41,7 @@ unsigned long long ov_status_provisional(MPI_Status *st, int src, int tag)
     st->MPI_TAG = tag;
     PMPI_Status_set_elements_x(st, MPI_BYTE, COOKIE_BASE + (MPI_Count)s);
     PMPI_Status_set_cancelled(st, 0);
-    ov_status_any = 1;
+    ov.status_any = 1;
     return s;
 }
 
@@ -72,21 +70,25 @@ void ov_status_record(unsigned long long seq, const MPI_Status *real)
     f->cancelled = canc;
 }
 
-const MPI_Status *ov_status_real(const MPI_Status *st, MPI_Status *tmp)
+unsigned long long ov_status_seq(const MPI_Status *st)
 {
-    if (!ov_status_any || !st || st == MPI_STATUS_IGNORE)
-        return st;
+    if (!ov.status_any || !st || st == MPI_STATUS_IGNORE)
+        return 0;
     MPI_Count c = 0;
     if (PMPI_Get_elements_x(st, MPI_BYTE, &c) != MPI_SUCCESS || c <= COOKIE_BASE ||
         c > COOKIE_BASE + (MPI_Count)next_seq)
-        return st;
-    unsigned long long seq = (unsigned long long)(c - COOKIE_BASE);
-    ov_complete_status(seq);
+        return 0;
+    return (unsigned long long)(c - COOKIE_BASE);
+}
+
+/* The caller completed the receive first (ov_complete_status): its count is recorded */
+const MPI_Status *ov_status_resolve(unsigned long long seq, const MPI_Status *st, MPI_Status *tmp)
+{
     struct fin *f = &fin[seq % OV_FIN];
     if (f->seq != seq) {
         static const char m[] = "mpioverlap: a status was read after more than 4096 later deferred "
                                 "receives with statuses; its count is no longer known\n";
-        if (write(2, m, sizeof m - 1) < 0) { /* nothing better */ }
+        ov_say(m, sizeof m - 1);
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
     *tmp = *st;

@@ -17,7 +17,7 @@
  * fault cannot wait on MPI; pthread_create() by the application (not by MPI during a call)
  * completes everything and turns the library into a pass-through, saying so. */
 #define _GNU_SOURCE
-#include "ov.h"
+#include "ov_signal.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -100,6 +100,19 @@ ssize_t writev(int fd, const struct iovec *v, int n) { RESOLVE(writev); guard_io
 ssize_t readv(int fd, const struct iovec *v, int n) { RESOLVE(readv); guard_iov(v, n, 1); return real_readv(fd, v, n); }
 size_t fwrite(const void *b, size_t s, size_t n, FILE *f) { RESOLVE(fwrite); guard(b, s * n, 0); return real_fwrite(b, s, n, f); }
 size_t fread(void *b, size_t s, size_t n, FILE *f) { RESOLVE(fread); guard(b, s * n, 1); return real_fread(b, s, n, f); }
+
+void ov_disable(const char *why)
+{
+    if (ov.enabled) {
+        ov_enter();
+        ov_complete_all();
+        ov_leave();
+    }
+    ov.enabled = 0;
+    ov_owner_out = 0;
+    fprintf(stderr, "mpioverlap: rank %d: %s; the library is a pass-through from here on\n",
+            ov.rank, why);
+}
 
 int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
 {

@@ -46,6 +46,7 @@
  * stream of 8-byte MPI messages, whose rate went from 10.9-11.3 to 15.5-16.0 Mmsg/s without it.
  */
 #include "vnode_impl.h"
+#include "vnode_bits.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -105,23 +106,6 @@ static void touch_ring(vnode_t * v, vnode_tx_t * t)
     for (uint64_t i = 0; i < v->L.nunits; i += LINE_UNITS)
         VNODE_STORE(word_at(t->units, i), 0, RELAXED);
     t->touched = true;
-}
-
-/* n bytes into a record; up to 64 by fixed-size moves (overlapping at the end): a small
- * packet's copy as a call of memcpy cost more than the copy */
-static inline void copy_in(char *d, const void *src, size_t n)
-{
-    const char *s = src;
-    if (n >= 16 && n <= 64) {
-        for (size_t i = 0; i + 16 < n; i += 16)
-            memcpy(d + i, s + i, 16);
-        memcpy(d + n - 16, s + n - 16, 16);
-    } else if (n >= 8 && n < 16) {
-        memcpy(d, s, 8);
-        memcpy(d + n - 8, s + n - 8, 8);
-    } else {
-        memcpy(d, s, n);
-    }
 }
 
 /* Room for a record of k units at the sender's head, after a PAD record when the ring's end
@@ -233,9 +217,9 @@ int vnode_send(vnode_t * v, int dst, const void *hdr, size_t hlen, const void *d
         return VNODE_AGAIN;
     uint32_t word;
     if (body <= VNODE_SHORT_MAX) {
-        copy_in(u + VNODE_SHORT_HDR, hdr, hlen);
+        vnode_copy_small(u + VNODE_SHORT_HDR, hdr, hlen);
         if (len)
-            copy_in(u + VNODE_SHORT_HDR + hlen, data, len);
+            vnode_copy_small(u + VNODE_SHORT_HDR + hlen, data, len);
         word = VNODE_SHORT_WORD(t->head, body, hlen);
     } else {
         vnode_long_hdr_t *h = (vnode_long_hdr_t *) u;

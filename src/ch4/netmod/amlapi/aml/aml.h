@@ -15,6 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+/* by its path from here, which the MPICH tree keeps (maint/graft): a program that includes
+ * aml.h needs no include path for vnode */
+#include "../../../shm/vnode/vnode_bits.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,7 +86,7 @@ typedef struct aml_config {
     int debug_reorder;          /* tests: every other sequenced packet to a peer is held back
                                  * and sent after the next one (stash and replay run), and
                                  * adaptive data packets go last to first, ahead of
-                                 * their first packet */
+                                 * their first packet; AML_TEST_HOOKS builds only */
     int rndv_ucx;               /* default 1: rendezvous by UCX's own active-message
                                  * rendezvous (the scout is a UCP AM sent with
                                  * UCP_AM_SEND_FLAG_RNDV, the landing is filled by
@@ -301,30 +304,11 @@ static inline void aml_cpu_relax(void)
 #endif
 }
 
-/* Copies n bytes, up to 64 by fixed-size moves (overlapping at the end): for the small
- * messages of a message-rate run, a call of memcpy (through the PLT, then its size dispatch)
- * cost more than the copy. What aml uses for small messages, for handlers that consume data
- * in place too. */
+/* Copies n bytes, up to 64 by fixed-size moves: what aml uses for small messages, for handlers
+ * that consume data in place too (vnode_bits.h). */
 static inline void aml_copy_small(void *dst, const void *src, size_t n)
 {
-    char *d = (char *) dst;
-    const char *s = (const char *) src;
-    if (n >= 16 && n <= 64) {
-        for (size_t i = 0; i + 16 < n; i += 16)
-            memcpy(d + i, s + i, 16);
-        memcpy(d + n - 16, s + n - 16, 16);
-    } else if (n >= 8 && n < 16) {
-        memcpy(d, s, 8);
-        memcpy(d + n - 8, s + n - 8, 8);
-    } else if (n >= 4 && n < 8) {
-        memcpy(d, s, 4);
-        memcpy(d + n - 4, s + n - 4, 4);
-    } else if (n < 4) {
-        for (size_t i = 0; i < n; i++)
-            d[i] = s[i];
-    } else {
-        memcpy(d, s, n);
-    }
+    vnode_copy_small(dst, src, n);
 }
 
 /* Small-message handler (optional, per handler id): a one-packet message without counters

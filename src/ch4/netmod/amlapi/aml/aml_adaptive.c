@@ -22,6 +22,8 @@
  * over TCP it cost a 16 KiB ping-pong 14 us (25 against 11 us).
  */
 #include "aml_impl.h"
+#include "aml_rx_fast.h"
+#include "aml_poll.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,7 +103,7 @@ int aml_adaptive_send(aml_t * aml, const aml_xfer_t * x)
     uint64_t id = aml->next_msg_id++;
     size_t hsize = aml_mpkt_ok(aml, x) ? sizeof(aml_mpkt_t) : sizeof(aml_pkt_t);
     size_t first, chunk = aml->peers[x->peer].pkt_size - hsize, ndata;
-    bool reorder = aml->cfg.debug_reorder;
+    bool reorder = aml_reorder(aml);
 
     if (!m)
         return AML_ERR_NOMEM;

@@ -2,7 +2,7 @@
  * The aml context: configuration and environment (LAPI_Qenv/Senv), setup (init, address,
  * connect with its settings check), handler registration, and the end (quiesce, finalize).
  */
-#include "aml_impl.h"
+#include "aml_poll.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -24,7 +24,7 @@ void aml_config_default(aml_config_t * cfg)
     cfg->progress_mode = AML_PROGRESS_POLLING;
     cfg->vnode_single_copy = 1;
     cfg->vnode_eager_limit = 12288;     /* MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD says why */
-    cfg->vnode_shared_copy = 65536;     /* MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY says why */
+    cfg->vnode_shared_copy = 65536;     /* vnode_config_default's share_min */
     cfg->ucx_onnode = 1;
     cfg->dyn_peers_max = 1024;
     cfg->keepalive_ms = 1000;   /* MPIR_CVAR_AMLAPI_KEEPALIVE says why */
@@ -101,7 +101,7 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
             *val = aml_vnode_stat(aml, q);
             break;
         case AML_Q_VNODE_FALLBACK:
-            *val = aml->vnode_fallback;
+            *val = aml->rndv_as_eager;
             break;
         case AML_Q_MSGS_SENT:
         case AML_Q_BYTES_SENT:
@@ -259,6 +259,10 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
         return AML_ERR_INVAL;
     if (!check_protocol(cfg->protocol))
         return AML_ERR_INVAL;
+#ifndef AML_TEST_HOOKS
+    if (cfg->debug_reorder)
+        return AML_ERR_INVAL;   /* a test hook (aml_reorder) */
+#endif
     if (cfg->adaptive_credits < 0 || cfg->adaptive_credits > 1024 || cfg->lanes < 1 ||
         cfg->lanes > 8 || (cfg->protocol == AML_PROTO_ADAPTIVE && cfg->adaptive_credits == 0))
         return AML_ERR_INVAL;
@@ -289,6 +293,7 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->next_msg_id = 1;
     aml->efd = -1;
     aml->tok_head = -1;
+    aml->idle = aml_adaptive_flush_tokens;
     aml->npeers = cfg->size;
     aml->peers_cap = cfg->size + cfg->dyn_peers_max;
     aml->peers = calloc((size_t) aml->peers_cap, sizeof(aml_peer_t));
@@ -309,6 +314,7 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
         aml->tports[aml->ntports++] = &aml_vnode_tport;
     for (int i = 0; i < aml->ntports; i++) {
         size_t h = 0;
+        aml->tport_every[i] = aml->ntports > 1 ? AML_POLL_EVERY_SELF : 1;
         if ((rc = aml->tports[i]->init(aml, aml_rx, &h)) != AML_OK)
             goto fail;
         if (i == 0 || h < max_hdr)
@@ -464,8 +470,9 @@ static int connect_peer(aml_t * aml, int i, const char *entry, size_t stride,
         p->caps = p->tport->caps;
         p->eager_limit = aml->eager_limit;
         p->pkt_size = aml->net_packet_size;
-        aml->ucx_remote |= i != aml->rank;
     }
+    if (i != aml->rank)
+        aml_tport_used(aml, p->tport);
     p->ep = eps[0];
     for (int l = 1; l < aml->lanes; l++)
         aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1] = eps[l];

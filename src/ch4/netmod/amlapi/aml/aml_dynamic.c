@@ -156,7 +156,7 @@ static int new_peer(aml_t * aml, const void *upid, size_t len, int *peer)
     p->dyn = AML_DYN_CONNECTING;
     aml_htab_put(&aml->uuids, &p->uh, upid_uuid(upid));
     aml_htab_put(&aml->tokens, &p->th, tok);
-    aml->ucx_remote = true;     /* aml_poll: UCX now reaches another process */
+    aml_tport_used(aml, p->tport);
     aml->npeers++;
     *peer = i;
     return AML_OK;

@@ -7,6 +7,7 @@
  * message) has 24-byte compact headers (aml_mpkt_t), so a 16 KiB MPI message is two packets.
  */
 #include "aml_impl.h"
+#include "aml_rx_fast.h"
 #include <stdlib.h>
 #include <string.h>
 

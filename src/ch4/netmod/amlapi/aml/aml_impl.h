@@ -2,9 +2,13 @@
  * aml internals shared by its files. Not part of the API.
  *
  * The files form layers; every call goes to a file listed before the caller's (checked by
- * maint/check-layers, which holds the same list):
- *   base       aml_util.c      names, fatal errors, hash tables, free lists, counters,
- *                              registered memory
+ * maint/check-layers, which holds the same list). This header's inline functions call no aml
+ * file, so that every file may include it; the inline functions that do call one live in a
+ * header of their own, included only above the file they call: aml_rx_fast.h (landing,
+ * header handlers: base and protocols), aml_poll.h (one pass over the transports, through
+ * their interface: protocols and services), aml_peer_ready.h (a send to a peer of another
+ * job waits for its connection: services). The hash table is aml_htab.h.
+ *   base       aml_util.c      names, fatal errors, free lists, counters, registered memory
  *              aml_wire.c      the packet table (aml_wire.h), packet names, malformed-packet
  *                              errors
  *              aml_ucx_keepalive.c  TCP keepalive on the sockets UCX accepted
@@ -33,6 +37,7 @@
 #include "aml.h"
 #include "aml_wire.h"
 #include "aml_tport.h"
+#include "aml_htab.h"
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,22 +66,6 @@ static inline size_t aml_vnode_max_hdr(void)
 }
 #define AML_TPORTS_MAX 2        /* transports one aml_t may use (UCX; vnode next) */
 #define AML_HOST_MAX 64         /* hostnames in addresses and errors (truncated) */
-
-/* Intrusive hash table keyed by a 64-bit value (ids, addresses) and an owner: the peer that
- * chose the id (message ids are each sender's own, so a receiver's table holds one per
- * source), or AML_NO_OWNER. A lookup matches both, so a peer names only its own entries. */
-#define AML_NO_OWNER (-1)
-typedef struct aml_hent {
-    struct aml_hent *next;
-    uint64_t key;
-    int owner;
-} aml_hent_t;
-
-typedef struct aml_htab {
-    aml_hent_t **b;
-    size_t nb;                  /* power of two */
-    size_t count;
-} aml_htab_t;
 
 #define AML_CONTAINER(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))
 
@@ -261,9 +250,14 @@ struct aml {
     struct aml_ucx *ucx;        /* the UCX transport's state (aml_ucx.c) */
     struct aml_vnode *vnode;    /* the vnode transport's (aml_vnode.c), or NULL */
     size_t vnode_eager_limit;   /* eager_limit of on-node peers with single copy */
-    int64_t vnode_fallback;     /* messages above it sent as packets: no single copy */
-    bool ucx_remote;            /* UCX reaches a rank other than this one (aml_poll) */
-    unsigned ucx_skip;          /* polling passes since UCX was last progressed */
+    int64_t rndv_as_eager;      /* rendezvous-size messages sent eagerly: the peer's transport
+                                 * moves no data (vnode without single copy) */
+    unsigned tport_every[AML_TPORTS_MAX];       /* aml_poll progresses tports[i] every this
+                                                 * many passes (1 once it reaches another
+                                                 * process: aml_tport_used) */
+    unsigned tport_skip[AML_TPORTS_MAX];        /* passes since tports[i] was progressed */
+    void (*idle) (aml_t * aml);                 /* what a pass that found nothing does while
+                                                 * tok_head >= 0 (aml_adaptive_flush_tokens) */
     char errmsg[512];           /* aml_error */
     int efd;                    /* interrupt mode: the transport's event fd, else -1 */
     char *addr;                 /* aml_addr_hdr_t, then the transport's address */
@@ -356,26 +350,6 @@ AML_PKT_TABLE(AML_RX_DECL)
 
 /* ---- aml_util.c ------------------------------------------------------------------------ */
 void aml_fatal(aml_t * aml, const char *fmt, ...) __attribute__ ((format(printf, 2, 3), noreturn));
-int aml_htab_init(aml_htab_t * t, size_t nb);
-void aml_htab_free(aml_htab_t * t);
-void aml_htab_put_owned(aml_htab_t * t, aml_hent_t * e, uint64_t key, int owner);
-aml_hent_t *aml_htab_get_owned(aml_htab_t * t, uint64_t key, int owner);
-aml_hent_t *aml_htab_del_owned(aml_htab_t * t, uint64_t key, int owner);
-static inline void aml_htab_put(aml_htab_t * t, aml_hent_t * e, uint64_t key)
-{
-    aml_htab_put_owned(t, e, key, AML_NO_OWNER);
-}
-
-static inline aml_hent_t *aml_htab_get(aml_htab_t * t, uint64_t key)
-{
-    return aml_htab_get_owned(t, key, AML_NO_OWNER);
-}
-
-static inline aml_hent_t *aml_htab_del(aml_htab_t * t, uint64_t key)
-{
-    return aml_htab_del_owned(t, key, AML_NO_OWNER);
-}
-aml_hent_t *aml_htab_pop(aml_htab_t * t);
 void aml_rec_drain(void **head);
 
 /* Zeroed records of one size, recycled through a free list (*head) linked through their
@@ -469,39 +443,20 @@ int aml_send_ctrl(aml_t * aml, int peer, int type, uint64_t msg_id, uint64_t aux
 void aml_release_held(aml_t * aml);
 void aml_adaptive_flush_tokens(aml_t * aml);
 
-/* One pass over the transports, as ch4:ucx does: draining until an empty pass cost a second
- * UCX worker progress (every interface polled once more) after each arrival, about 0.02 us of
- * a 0.4 us ping-pong. Callers that wait loop anyway. First the packets debug_reorder held
- * back. Never from inside a transport callback (UCX forbids progressing the worker there).
- * Inline: it is the polling loop of every wait. */
-#define AML_UCX_POLL_EVERY 16
-static inline int aml_poll(aml_t * aml)
+/* debug_reorder is a test hook: aml's unit-test build (AML_TEST_HOOKS) has it; elsewhere
+ * aml_init refuses it and its branches compile away. */
+#ifdef AML_TEST_HOOKS
+#define aml_reorder(aml) AML_UNLIKELY((aml)->cfg.debug_reorder)
+#else
+#define aml_reorder(aml) 0
+#endif
+
+/* Transport t reaches a process other than this one: aml_poll progresses it at every pass. */
+static inline void aml_tport_used(aml_t * aml, const aml_tport_t * t)
 {
-    int n;
-    if (AML_UNLIKELY(aml->in_dispatch))
-        return 0;
-    if (AML_UNLIKELY(aml->nheld))
-        aml_release_held(aml);
-    if (AML_LIKELY(aml->ntports == 1)) {
-        /* UCX's by a direct jump, else the transport's (the polling loop stays short) */
-        if (AML_LIKELY(aml->tports[0] == &aml_ucx_tport))
-            n = aml_ucx_progress(aml);
-        else
-            n = aml->tports[0]->progress(aml);
-    } else {
-        /* vnode, then UCX. When UCX reaches no other rank (every peer is on this node) it
-         * carries only messages to self, and its progress (tens of ns even when idle) would
-         * dominate the on-node polling loop: then it runs every AML_UCX_POLL_EVERY passes. */
-        n = aml_vnode_progress(aml);
-        if (aml->ucx_remote || ++aml->ucx_skip >= AML_UCX_POLL_EVERY) {
-            aml->ucx_skip = 0;
-            n += aml_ucx_progress(aml);
-        }
-    }
-    /* adaptive tokens go back when nothing arrives (aml_adaptive.c says why) */
-    if (AML_UNLIKELY(aml->tok_head >= 0) && n == 0)
-        aml_adaptive_flush_tokens(aml);
-    return n;
+    for (int i = 0; i < aml->ntports; i++)
+        if (aml->tports[i] == t)
+            aml->tport_every[i] = 1;
 }
 
 /* Fills a compact header's common part for peer p and, when seq, assigns the packet the next
@@ -630,13 +585,6 @@ void aml_dynamic_free(aml_t * aml);
  * passed its deadline; AML_OK, AML_ERR_TIMEOUT, AML_ERR_TRANSPORT, or AML_ERR_STATE inside a
  * handler */
 int aml_dynamic_wait(aml_t * aml, int i);
-/* AML_OK when peer may be sent to: every peer but a process of another job not connected yet,
- * which is waited for */
-static inline int aml_peer_ready(aml_t * aml, int peer)
-{
-    return __builtin_expect(aml->peers[peer].dyn != AML_DYN_CONNECTING, 1) ? AML_OK :
-        aml_dynamic_wait(aml, peer);
-}
 /* a packet from outside the job (AML_TPORT_SRC_STRANGER): a CONNECT it accepts, or refused */
 int aml_dynamic_rx_stranger(aml_t * aml, const void *header, size_t header_length,
                             const void *data, size_t length, bool by_rndv);
@@ -662,9 +610,6 @@ void aml_rmsg_reject(aml_t * aml, aml_rmsg_t * r);
 aml_rmsg_t *aml_undefer(aml_t * aml, aml_handle_t h);
 void aml_dispatch_free_stash(aml_t * aml);
 
-/* the receive path's inline functions (landing, the header handler call, the one-packet
- * fast path) */
-#include "aml_rx_fast.h"
 
 #ifdef AML_TEST_HOOKS
 /* test hooks, in the unit-test build only (never in libmpi): send bytes as an aml packet

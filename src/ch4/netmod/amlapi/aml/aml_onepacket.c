@@ -16,6 +16,7 @@
  * completes when the transport has taken the data, at once unless the peer's FIFO is full.
  */
 #include "aml_impl.h"
+#include "aml_rx_fast.h"
 #include <string.h>
 
 /* An inline compact packet, [aml_spkt_t | uhdr | data] as the transport's packet header with
@@ -37,7 +38,7 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
     void *at = NULL;
 
     /* written straight into the transport (vnode's ring) when it offers that */
-    if (p->tport->reserve && AML_LIKELY(!aml->cfg.debug_reorder))
+    if (p->tport->reserve && !aml_reorder(aml))
         at = p->tport->reserve(aml, p, total);
     if (at)
         s = at;
@@ -51,7 +52,7 @@ static int send_inline(aml_t * aml, int peer, unsigned handler, const void *uhdr
         return AML_OK;
     }
 
-    if (AML_LIKELY(!aml->cfg.debug_reorder) &&
+    if (!aml_reorder(aml) &&
         AML_LIKELY(p->tport->send_inline(aml, p, pkt, total) == AML_TPORT_DONE))
         return AML_OK;
     d = total <= aml->sdesc_small ? aml_sdesc_get(aml) : aml_sdesc_get_big(aml);
@@ -152,9 +153,9 @@ int aml_onepacket_send(aml_t * aml, const aml_xfer_t * x)
 }
 
 /* A compact packet, in sequence, whose handler and lengths the dispatcher's fast path
- * (aml_rx_onepacket) checked, and which the handler's small-message handler, if any, left
- * to the header handler; data and len: in the transport's header after the user header, or
- * the payload. No counter, no CMPL, no aml_pkt_t to fill. */
+ * (aml_dispatch.c, rx_onepacket) checked, and which the handler's small-message handler, if
+ * any, left to the header handler; data and len: in the transport's header after the user
+ * header, or the payload. No counter, no CMPL, no aml_pkt_t to fill. */
 void aml_onepacket_recv_compact(aml_t * aml, const aml_spkt_t * s, const char *uhdr,
                                 const char *data, size_t len)
 {

@@ -3,7 +3,7 @@
  * sleep on the transport's event fd after aml_arm. Counter waits progress until the counter reaches
  * its value.
  */
-#include "aml_impl.h"
+#include "aml_poll.h"
 
 /* One pass over the transports (aml_poll says why not more); nothing from inside a
  * handler. */

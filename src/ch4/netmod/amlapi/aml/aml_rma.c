@@ -7,6 +7,7 @@
  * accepted only for requests this process has outstanding.
  */
 #include "aml_impl.h"
+#include "aml_peer_ready.h"
 #include <stdlib.h>
 #include <string.h>
 

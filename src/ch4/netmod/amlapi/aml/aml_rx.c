@@ -4,6 +4,7 @@
  * messages per peer that fences wait for, and deferred landings.
  */
 #include "aml_impl.h"
+#include "aml_rx_fast.h"
 #include <stdlib.h>
 #include <string.h>
 

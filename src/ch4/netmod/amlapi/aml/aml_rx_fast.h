@@ -1,12 +1,12 @@
 /*
- * aml's receive path, inline: landing data (aml_deliver), calling a header handler
- * (aml_handler_run) and the dispatcher's fast path for a compact one-packet message
- * (aml_rx_onepacket, which aml_rx runs first, with the sender when the transport knows it).
- * Inline because a small message's receive is the bound of a message-rate run. Included at the end
- * of aml_impl.h, whose types and declarations it uses.
+ * aml's receive path, inline: landing data (aml_deliver) and calling a header handler
+ * (aml_handler_run), for the receive side of every protocol. Inline because a small message's
+ * receive is the bound of a message-rate run.
  */
 #ifndef AML_RX_FAST_H_INCLUDED
 #define AML_RX_FAST_H_INCLUDED
+
+#include "aml_impl.h"
 
 /* Lands [data, data+len) at offset of a message: into its buffer, or through its unpack
  * function. */
@@ -76,50 +76,6 @@ void aml_handler_run(aml_t * aml, unsigned handler, int type, uint32_t src, cons
     if (AML_UNLIKELY(!recv->defer && !data && msg_len && !recv->buf && !recv->unpack))
         aml_fatal(aml, "header handler %u gave no buffer for a %llu-byte message from rank %u",
                   handler, (unsigned long long) msg_len, src);
-}
-
-/* The dispatcher's fast path (aml_rx, with the sender vnode's FIFO names): a well-formed
- * compact one-packet message in sequence, to the handler's small-message handler, else its
- * header handler. known_src: the rank the transport knows
- * sent the packet, or -1. Any other packet returns false with nothing changed, and takes
- * the decoding path, which reports what is wrong with a malformed one. Inline, with the
- * checks of aml_rx's decoding, so that a small message costs one call (the transport's rx
- * function) between the transport's receive and its handler (the receive side of a
- * message-rate run is the bound). */
-static inline __attribute__ ((always_inline))
-bool aml_rx_onepacket(aml_t * aml, const void *header, size_t header_length, const void *data,
-                      size_t length, int64_t known_src)
-{
-    const aml_handler_t *h;
-    const char *uhdr;
-    aml_peer_t *p;
-    aml_spkt_t s;
-    uint32_t src;
-
-    if (header_length < sizeof(s) || *(const uint8_t *) header != AML_PKT_ONE_SHORT)
-        return false;
-    memcpy(&s, header, sizeof(s));
-    src = AML_SPKT_SRC(&s);
-    if (known_src >= 0 ? src != (uint64_t) known_src : !aml_src_ok(aml, src))
-        return false;
-    if (!aml_handler_ok(aml, s.handler) || !aml_uhdr_len_ok(aml, s.uhdr_len) ||
-        !aml_spkt_split_ok(header_length, s.uhdr_len, length))
-        return false;
-    p = &aml->peers[src];
-    if (s.seq != (uint16_t) p->rx_seq || p->ooo)
-        return false;
-    uhdr = (const char *) header + sizeof(s);
-    if (!length) {
-        data = uhdr + s.uhdr_len;
-        length = header_length - sizeof(s) - s.uhdr_len;
-    }
-    h = &aml->handlers[s.handler];
-    p->rx_seq++;
-    aml->in_dispatch++;
-    if (!h->small || !h->small(aml, h->ctx, (int) src, uhdr, s.uhdr_len, data, length))
-        aml_onepacket_recv_compact(aml, &s, uhdr, (const char *) data, length);
-    aml->in_dispatch--;
-    return true;
 }
 
 #endif /* AML_RX_FAST_H_INCLUDED */

@@ -8,6 +8,7 @@
  * incomplete messages and acknowledges).
  */
 #include "aml_impl.h"
+#include "aml_peer_ready.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -291,7 +291,7 @@ int aml_send_desc_lane(aml_t * aml, aml_sdesc_t * d, aml_tport_ep_t ep, const vo
 int aml_send_desc_flags(aml_t * aml, aml_sdesc_t * d, aml_tport_ep_t ep, const void *data,
                         size_t len, unsigned flags)
 {
-    if (AML_UNLIKELY(aml->cfg.debug_reorder) && flags == 0 && debug_hold(aml, d, ep, data, len))
+    if (aml_reorder(aml) && flags == 0 && debug_hold(aml, d, ep, data, len))
         return AML_OK;
     send_now(aml, d, ep, data, len, flags);
     return AML_OK;

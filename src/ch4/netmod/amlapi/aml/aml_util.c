@@ -1,6 +1,6 @@
 /*
- * aml base utilities: names, fatal errors, hash tables, record free lists, counters and
- * registered memory. Calls nothing else of aml.
+ * aml base utilities: names, fatal errors, record free lists, counters and registered
+ * memory (the hash table is aml_htab.h). Calls nothing else of aml.
  */
 #include "aml_impl.h"
 #include <stdarg.h>
@@ -63,76 +63,6 @@ void aml_fatal(aml_t * aml, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     vfatal(aml, fmt, ap);
-}
-
-/* ---- hash table ----------------------------------------------------------------------- */
-
-static inline size_t hslot(const aml_htab_t * t, uint64_t key, int owner)
-{
-    key ^= (uint64_t) (uint32_t) owner * 0x9e3779b97f4a7c15ULL;
-    key ^= key >> 29;
-    key *= 0xbf58476d1ce4e5b9ULL;
-    key ^= key >> 32;
-    return key & (t->nb - 1);
-}
-
-int aml_htab_init(aml_htab_t * t, size_t nb)
-{
-    t->b = calloc(nb, sizeof(*t->b));
-    t->nb = nb;
-    t->count = 0;
-    return t->b ? AML_OK : AML_ERR_NOMEM;
-}
-
-void aml_htab_free(aml_htab_t * t)
-{
-    free(t->b);
-    t->b = NULL;
-}
-
-void aml_htab_put_owned(aml_htab_t * t, aml_hent_t * e, uint64_t key, int owner)
-{
-    size_t s = hslot(t, key, owner);
-    e->key = key;
-    e->owner = owner;
-    e->next = t->b[s];
-    t->b[s] = e;
-    t->count++;
-}
-
-aml_hent_t *aml_htab_get_owned(aml_htab_t * t, uint64_t key, int owner)
-{
-    for (aml_hent_t * e = t->b[hslot(t, key, owner)]; e; e = e->next)
-        if (e->key == key && e->owner == owner)
-            return e;
-    return NULL;
-}
-
-aml_hent_t *aml_htab_del_owned(aml_htab_t * t, uint64_t key, int owner)
-{
-    for (aml_hent_t ** p = &t->b[hslot(t, key, owner)]; *p; p = &(*p)->next) {
-        if ((*p)->key == key && (*p)->owner == owner) {
-            aml_hent_t *e = *p;
-            *p = e->next;
-            t->count--;
-            return e;
-        }
-    }
-    return NULL;
-}
-
-/* Removes and returns some entry, or NULL when the table is empty (draining at finalize). */
-aml_hent_t *aml_htab_pop(aml_htab_t * t)
-{
-    for (size_t i = 0; t->b && t->count && i < t->nb; i++) {
-        aml_hent_t *e = t->b[i];
-        if (e) {
-            t->b[i] = e->next;
-            t->count--;
-            return e;
-        }
-    }
-    return NULL;
 }
 
 /* ---- record free lists ---------------------------------------------------------------- */

@@ -64,14 +64,6 @@ typedef struct vrange {
     uint64_t addr, len, key;
 } vrange_t;
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t) * s) * 1099511628211ull;
-    return h;
-}
-
 /* ---- setup ---------------------------------------------------------------------------- */
 
 static void vn_fini(aml_t * aml)
@@ -126,7 +118,7 @@ static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
     rc = vnode_init(&vc, &n->v, cfg->errbuf, cfg->errlen);
     if (rc != VNODE_OK)
         return rc == VNODE_ERR_INVAL ? AML_ERR_INVAL : AML_ERR_SETUP;
-    n->job_hash = fnv1a(cfg->vnode_job);
+    n->job_hash = vnode_fnv1a(cfg->vnode_job, strlen(cfg->vnode_job));
     {
         uint32_t nl = (uint32_t) cfg->vnode_nlocal, lo = (uint32_t) cfg->vnode_local;
         uint64_t key = vnode_key(n->v);

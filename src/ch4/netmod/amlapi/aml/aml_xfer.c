@@ -4,6 +4,7 @@
  * configuration, the peer's state (adaptive credits) and what the peer's transport offers.
  */
 #include "aml_impl.h"
+#include "aml_peer_ready.h"
 
 /* The rendezvous variant: the transport's own rendezvous (rndv_ucx) where the peer's
  * transport has one, else put (rndv_put, or a transport without get), else get. A transport
@@ -13,7 +14,7 @@ static int rndv_send(aml_t * aml, const aml_xfer_t * x)
 {
     unsigned caps = aml->peers[x->peer].caps;
     if (AML_UNLIKELY(!(caps & (AML_TPORT_CAP_RNDV | AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT)))) {
-        aml->vnode_fallback++;
+        aml->rndv_as_eager++;
         return aml_eager_send(aml, x);
     }
     if (aml->cfg.rndv_ucx && (caps & AML_TPORT_CAP_RNDV))

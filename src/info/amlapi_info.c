@@ -701,11 +701,11 @@ static void check_ucx(void)
 
 static void check_torus(int n, int ppn)
 {
-    char var[128], svar[128], fvar[128], cvar[128], buf[64];
+    char var[128], svar[128], fvar[128], buf[64];
     const char *mode = cvar_env("AMLAPI_COLL_TORUS", var, sizeof(var));
     const char *shape = cvar_env("AMLAPI_TORUS_SHAPE", svar, sizeof(svar));
     const char *file = cvar_env("AMLAPI_TORUS_MAP_FILE", fvar, sizeof(fvar));
-    int chunk, described = (shape && *shape) || (file && *file), rc;
+    int described = (shape && *shape) || (file && *file), rc;
     ct_topo t;
     if (mode && strcmp(mode, "auto") && strcmp(mode, "on") && strcmp(mode, "off")) {
         fail("%s=%s: use one of: auto on off", var, clean(mode));
@@ -713,9 +713,6 @@ static void check_torus(int n, int ppn)
     }
     if (!mode)
         mode = "auto";
-    if (cvar_int("AMLAPI_TORUS_BCAST_CHUNK", INT_MIN, INT_MAX, 262144, &chunk, cvar,
-                 sizeof(cvar)) < 0)
-        return;
     say("torus collectives (coll_torus): %s=%s", var, mode);
     if (!strcmp(mode, "off") || (!strcmp(mode, "auto") && !described)) {
         say(", no torus described: MPICH's algorithms\n");
@@ -760,8 +757,7 @@ static void check_torus(int n, int ppn)
     if (!strcmp(mode, "auto") && ct_topo_nnodes(&t) < 2)
         say("  parses: %s, but one node: MPICH's algorithms (faster in shared memory)\n", buf);
     else
-        say("  parses: %s, %d nodes: coll_torus's schedules (bcast chunk %d bytes)\n", buf,
-            ct_topo_nnodes(&t), chunk);
+        say("  parses: %s, %d nodes: coll_torus's schedules\n", buf, ct_topo_nnodes(&t));
     ct_topo_free(&t);
 }
 

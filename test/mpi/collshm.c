@@ -9,17 +9,20 @@
  *    each must read at least n(k+1) (nobody left before all arrived) and below n(k+2);
  *  - allreduce: int sum, double sum (all ranks must get the same bits), long max, unsigned
  *    char bor, 2int maxloc, float min, with counts from 1 to one past the shared row (which then
- *    runs MPICH's algorithm), in place and not, checked element by element;
+ *    runs MPICH's algorithm, or goes in chunks where the row reaches COLLSHM_REDUCE_MIN on a
+ *    large communicator), in place and not, checked element by element;
  *  - bcast: from every root, 1 int to one past the shared row, contiguous at all ranks or a
  *    strided vector at the root only (the same type signature), checked element by element;
  *    50 in a row from one root with nothing between them, so the root runs ahead, and 300
  *    of mixed sizes and roots, which wrap around the segment's bcast ring;
- *  - large bcasts (in chunks through the ring where MPIR_CVAR_AMLAPI_COLL_SHM_LARGE
- *    lets them): sizes ending inside a chunk, every root, strided at the root;
- *    COLLSHM_CHUNKS=1 asserts that they, and large allreduces, went through shared memory in
- *    chunks, =0 that they did not;
+ *  - large bcasts (in chunks through the ring on communicators of COLLSHM_LARGE ranks or
+ *    more): sizes ending inside a chunk, every root, strided at the root; COLLSHM_RING=1 adds
+ *    bcasts larger than the whole ring (several chunks each, the ring wraps within one bcast
+ *    and the root waits for room); COLLSHM_CHUNKS=1 asserts that they, and large allreduces,
+ *    went through shared memory in chunks, =0 that they did not;
  *  - large allreduce (in chunks in shared memory): int sum and long max element by element, a
- *    double sum with the same bits at every rank, in place and not, counts ending in a chunk;
+ *    double sum with the same bits at every rank, in place and not, counts just below and at
+ *    the smallest chunked one, ending in a chunk, and one element past a whole chunk;
  *  - alltoall: 1 int to one past the shared block, plain, in place, strided receive or send
  *    type, element by element; 60 in a row, so fast ranks reuse rows while others copy out;
  *    large blocks (single copy from the senders' buffers) in the same ways, and a receive
@@ -50,6 +53,15 @@ static int rank, nprocs, errs;
 #include "mpit.h"
 
 #define REPS 20
+
+/* the glue's fixed parameters of its shared-memory collectives (amlapi_impl.h) */
+#define COLLSHM_BCAST_BYTES 2048        /* MPIDI_AMLAPI_COLLSHM_BCAST_BYTES */
+#define COLLSHM_ALLTOALL_BYTES 2048     /* MPIDI_AMLAPI_COLLSHM_ALLTOALL_BYTES */
+#define COLLSHM_ALLTOALL_COPY 32768     /* MPIDI_AMLAPI_COLLSHM_ALLTOALL_COPY */
+#define COLLSHM_LARGE 4                 /* MPIDI_AMLAPI_COLLSHM_LARGE */
+#define COLLSHM_BCAST_RING 4194304      /* MPIDI_AMLAPI_COLLSHM_BCAST_RING */
+#define COLLSHM_REDUCE_CHUNK 262144     /* MPIDI_AMLAPI_COLLSHM_REDUCE_CHUNK */
+#define COLLSHM_REDUCE_MIN 16384        /* MPIDI_AMLAPI_COLLSHM_REDUCE_MIN */
 
 static void test_barrier(MPI_Comm comm, const char *what)
 {
@@ -119,7 +131,7 @@ static void test_allreduce(MPI_Comm comm, const char *what, int limit)
         counts[nc++] = 7;
         if (limit / (int) sz > 7)
             counts[nc++] = limit / (int) sz;
-        counts[nc++] = limit / (int) sz + 1;   /* past the row: MPICH's algorithm */
+        counts[nc++] = limit / (int) sz + 1;   /* past the row: MPICH's algorithm, or chunks */
         for (int c = 0; c < nc; c++) {
             int cnt = counts[c];
             for (int rep = 0; rep < REPS; rep++) {
@@ -388,15 +400,14 @@ static void test_alltoall_small(MPI_Comm comm, const char *what, int limit)
     test_alltoall(comm, what, counts, 4);
 }
 
-/* large blocks (by single copy from the senders' buffers from
- * MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY bytes on communicators of
- * MPIR_CVAR_AMLAPI_COLL_SHM_LARGE ranks): one int below that, at it, and 64 KiB and 12 bytes,
+/* large blocks (by single copy from the senders' buffers from COLLSHM_ALLTOALL_COPY bytes on
+ * communicators of COLLSHM_LARGE ranks): one int below that, at it, and 64 KiB and 12 bytes,
  * in the same four modes; then, where single copy is expected (communicators of at least
  * reads ranks), a receive count one short at rank 0 only, which must be MPI_ERR_TRUNCATE
  * there and leave the communicator working */
-static void test_alltoall_large(MPI_Comm comm, const char *what, int copy, int reads)
+static void test_alltoall_large(MPI_Comm comm, const char *what, int reads)
 {
-    int c4 = copy >= 8 ? copy / 4 : 1024, counts[3] = { c4 - 1, c4, 16387 };
+    int c4 = COLLSHM_ALLTOALL_COPY / 4, counts[3] = { c4 - 1, c4, 16387 };
     int n, me, rc, cls, *sbuf, *rbuf;
     MPI_Comm ec;
     test_alltoall(comm, what, counts, 3);
@@ -425,16 +436,19 @@ static void test_alltoall_large(MPI_Comm comm, const char *what, int copy, int r
     free(rbuf);
 }
 
-/* large bcasts (through the ring in chunks when MPIR_CVAR_AMLAPI_COLL_SHM_LARGE lets
- * them, else MPICH's algorithms): sizes that end inside a chunk, from every root, contiguous or
- * a strided vector at the root, and a run of them with nothing between */
-static void test_bcast_large(MPI_Comm comm, const char *what)
+/* large bcasts (through the ring in chunks on communicators of COLLSHM_LARGE ranks or more,
+ * else MPICH's algorithms): sizes that end inside a chunk, from every root, contiguous or a
+ * strided vector at the root, and a run of them with nothing between; with ring set, also
+ * one larger than the ring (5 MiB and 12 bytes: six chunks of a quarter of the ring) */
+static void test_bcast_large(MPI_Comm comm, const char *what, int ring)
 {
-    int n, me, sizes[3] = { 5000, 70001, 300007 };
-    int *buf = malloc(sizeof(int) * 2 * 300007);
+    int n, me, sizes[4] = { 5000, 70001, 300007,
+        COLLSHM_BCAST_RING / 4 + COLLSHM_BCAST_RING / 16 + 3
+    };
+    int nsizes = ring ? 4 : 3, *buf = malloc(sizeof(int) * 2 * (size_t) sizes[nsizes - 1]);
     MPI_Comm_size(comm, &n);
     MPI_Comm_rank(comm, &me);
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < nsizes; s++)
         for (int k = 0; k < 2 * n; k++) {
             int root = k % n, cnt = sizes[s], strided = k >= n, bad = -1;
             for (int i = 0; i < 2 * cnt; i++)
@@ -454,18 +468,23 @@ static void test_bcast_large(MPI_Comm comm, const char *what)
     free(buf);
 }
 
-/* large allreduce (in chunks in shared memory from MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN on):
- * int sum and long max checked element by element, a double sum that every rank must get to
- * the same bits, in place and not, counts that end inside a chunk, and calls in a row */
+/* large allreduce (in chunks in shared memory from COLLSHM_REDUCE_MIN bytes on, chunks of
+ * COLLSHM_REDUCE_CHUNK): int sum and long max checked element by element, a double sum that
+ * every rank must get to the same bits, in place and not; ints one below the smallest chunked
+ * allreduce (MPICH's algorithm; longs and doubles go in chunks) and at it, counts that end
+ * inside a chunk, one element past a whole chunk (a last chunk with empty slices), and calls
+ * in a row */
 static void test_allreduce_large(MPI_Comm comm, const char *what)
 {
-    int n, me, counts[3] = { 16385, 70001, 300007 };
+    int n, me, counts[6] = { COLLSHM_REDUCE_MIN / 4 - 1, COLLSHM_REDUCE_MIN / 4, 16385,
+        COLLSHM_REDUCE_CHUNK / 4 + 1, 70001, 300007
+    };
     MPI_Comm_size(comm, &n);
     MPI_Comm_rank(comm, &me);
     int *ia = malloc(sizeof(int) * 300007), *ib = malloc(sizeof(int) * 300007);
     long *la = malloc(sizeof(long) * 300007), *lb = malloc(sizeof(long) * 300007);
     double *da = malloc(sizeof(double) * 300007), *db = malloc(sizeof(double) * 300007);
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < 6; c++)
         for (int rep = 0; rep < 4; rep++) {
             int cnt = counts[c], inplace = rep % 2, bad = -1;
             uint64_t h = 0, h0;
@@ -554,21 +573,21 @@ int main(int argc, char **argv)
 {
     MPI_Comm dup, half, rev, tmp;
     const char *ev = getenv("COLLSHM_EXPECT"), *wv = getenv("COLLSHM_WAKES");
-    int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit, blimit, alimit, acopy,
-        areads;
+    int expect = !ev || atoi(ev), wakes = wv && atoi(wv), limit, blimit, alimit, areads, ring;
     unsigned long long b0, a0, s0, w0, c0, t0, k0, r0, d0;
-    const char *kv = getenv("COLLSHM_CHUNKS"), *dv = getenv("COLLSHM_READS");
+    const char *kv = getenv("COLLSHM_CHUNKS"), *dv = getenv("COLLSHM_READS"),
+        *gv = getenv("COLLSHM_RING");
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     mpit_init();
     limit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BYTES");
-    blimit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES");
-    alimit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES");
-    acopy = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY");
+    blimit = COLLSHM_BCAST_BYTES;
+    alimit = COLLSHM_ALLTOALL_BYTES;
     /* the least ranks of a communicator whose large alltoalls go by single copy, 0 none */
-    areads = dv && atoi(dv) ? cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_LARGE") : 0;
+    areads = dv && atoi(dv) ? COLLSHM_LARGE : 0;
+    ring = gv && atoi(gv);
     b0 = pvar_read("amlapi_coll_shm_barriers");
     a0 = pvar_read("amlapi_coll_shm_allreduces");
     s0 = pvar_read("amlapi_coll_shm_segments");
@@ -583,8 +602,8 @@ int main(int argc, char **argv)
     test_allreduce(MPI_COMM_WORLD, "world", limit);
     test_bcast(MPI_COMM_WORLD, "world", blimit);
     test_alltoall_small(MPI_COMM_WORLD, "world", alimit);
-    test_alltoall_large(MPI_COMM_WORLD, "world", acopy, areads);
-    test_bcast_large(MPI_COMM_WORLD, "world");
+    test_alltoall_large(MPI_COMM_WORLD, "world", areads);
+    test_bcast_large(MPI_COMM_WORLD, "world", ring);
     test_allreduce_large(MPI_COMM_WORLD, "world");
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     test_barrier(dup, "dup");
@@ -595,8 +614,8 @@ int main(int argc, char **argv)
     test_allreduce(half, "half", limit);
     test_bcast(half, "half", blimit);
     test_alltoall_small(half, "half", alimit);
-    test_alltoall_large(half, "half", acopy, areads);
-    test_bcast_large(half, "half");
+    test_alltoall_large(half, "half", areads);
+    test_bcast_large(half, "half", ring);
     test_allreduce_large(half, "half");
     MPI_Comm_split(MPI_COMM_WORLD, 0, nprocs - rank, &rev);
     test_allreduce(rev, "reversed", limit);

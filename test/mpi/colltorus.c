@@ -4,8 +4,9 @@
  * sub-communicators, with the layouts the executor must handle: contiguous and strided
  * buffers (a root and the others may use different layouts of the same data), MPI_IN_PLACE,
  * uneven and zero allgatherv counts, a non-commutative user operation (rank order matters),
- * sizes from one element to several pipelining chunks; and the nonblocking forms, dozens in
- * flight at once, their datatype and op freed before the wait.
+ * sizes from one element to a few pipelining chunks (COLLTORUS_LARGE=1 adds a bcast of at least
+ * 5 chunks per colour); and the nonblocking forms, dozens in flight at once, their datatype and
+ * op freed before the wait.
  *
  * Which path ran is asserted with the pvar amlapi_coll_torus_runs: with
  * MPIR_CVAR_AMLAPI_COLL_TORUS=on (or a described torus of more than one node under auto) the
@@ -32,6 +33,12 @@ static int rank, errs;
 
 static const int sizes[] = { 1, 7, 1000, 70000 };
 #define NSIZES (int) (sizeof(sizes) / sizeof(sizes[0]))
+
+/* COLLTORUS_LARGE=1: a bcast of this many int64 too, 3.2 MB, at least 5 of the glue's
+ * pipelining chunks (MPIDI_AMLAPI_TORUS_BCAST_CHUNK, 262144 bytes) per colour on up to 3
+ * colours, the last one partial */
+#define BCAST_LARGE 400001
+static int bcast_large;
 
 static int64_t val(int r, int64_t i)
 {
@@ -65,10 +72,10 @@ static void t_bcast(MPI_Comm comm, const char *cn)
     int me, P;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &P);
-    int64_t *b = malloc(sizeof(int64_t) * 2 * 70000 + 16);
-    for (int si = 0; si < NSIZES; si++)
+    int64_t *b = malloc(sizeof(int64_t) * 2 * (bcast_large ? BCAST_LARGE : 70000) + 16);
+    for (int si = 0; si < NSIZES + bcast_large; si++)
         for (int root = 0; root < P; root += P - 1 > 0 ? P - 1 : 1) {
-            int n = sizes[si];
+            int n = si < NSIZES ? sizes[si] : BCAST_LARGE;
             for (int lay = 0; lay < 2; lay++) {
                 /* lay 1: non-roots receive strided, the root sends contiguous */
                 int strided_here = lay && me != root;
@@ -392,6 +399,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     mpit_init();
+    bcast_large = getenv("COLLTORUS_LARGE") && atoi(getenv("COLLTORUS_LARGE"));
     MPI_Op affop;
     MPI_Datatype afft;
     MPI_Op_create(compose, 0, &affop);

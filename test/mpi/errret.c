@@ -6,9 +6,10 @@
  * intact. Every case runs at four sizes read from the CVARs at run time (one-packet small and
  * large, eager, rendezvous), on every receive path: posted before arrival, unexpected, probed
  * while arriving, mprobe+mrecv, persistent (posted and unexpected), and Waitall next to a good
- * receive. The testlist runs it under each forced protocol and rendezvous mode; the sender
- * checks with the protocol counters (MPI_T) that each message went the way the case means.
- * Also: the scenario of the issue (struct of 3 chars received as indexed ints), a partitioned
+ * receive. The testlist runs it with limits that lead each size to each protocol, and under
+ * each rendezvous mode; the sender checks with the protocol counters (MPI_T) that each
+ * message went the way the case means.
+ * Also: a struct of 3 chars received as indexed ints, a partitioned
  * receive smaller than its send, and an Irecv from MPI_PROC_NULL that is cancelled. Prints "errret: N errors"; exits non-zero on any.
  */
 #include <mpi.h>
@@ -53,7 +54,6 @@ static const char *path_name[NPATH] = { "posted", "unexpected", "probe-then-recv
     "persistent-posted", "persistent-unexpected", "waitall"
 };
 
-static char forced[64];         /* MPIR_CVAR_AMLAPI_PROTOCOL */
 
 /* an indexed type of n ints: every other int, so it is not contiguous */
 static MPI_Datatype int_holes(int n, MPI_Aint * extent)
@@ -93,13 +93,7 @@ static void check_proto(const unsigned long long *before, long len, long onepkt_
     unsigned long long after[P_COUNT];
     int want[P_COUNT] = { 0 }, ok = 0;
     proto_counts(after);
-    if (!strcmp(forced, "eager"))
-        want[P_EAGER] = 1;
-    else if (!strcmp(forced, "rndv"))
-        want[P_RNDV] = 1;
-    else if (!strcmp(forced, "adaptive"))
-        want[P_ADAPTIVE] = want[P_RNDV] = 1;    /* rendezvous when out of credits */
-    else if (len <= onepkt_max)
+    if (len <= onepkt_max)
         want[P_ONEPACKET] = 1;
     else if (len > eager_limit)
         want[P_RNDV] = 1;
@@ -377,10 +371,6 @@ int main(int argc, char **argv)
     }
     if (packet < 0 || eager < 0 || credits < 0)
         exit(1);
-    /* MPICH 4.0.2's MPI_T reads a string CVAR's default, not the value set in the
-     * environment: the forced protocol is read from where the testlist sets it */
-    snprintf(forced, sizeof(forced), "%s", getenv("MPIR_CVAR_AMLAPI_PROTOCOL") ?
-             getenv("MPIR_CVAR_AMLAPI_PROTOCOL") : "auto");
     /* 4k+3 bytes, so that they never fill whole ints: the mismatch is detectable */
     sizes[0] = 3;
     sizes[1] = (packet / 2) / 4 * 4 + 3;        /* one packet, from the caller's buffer */
@@ -389,8 +379,8 @@ int main(int argc, char **argv)
     /* the largest one-packet message: a packet less the headers; at most a packet */
     long onepkt_max = packet / 2 + 64;
     if (rank == 0)
-        printf("errret: packet %d, eager limit %d, protocol %s; sizes %ld %ld %ld %ld\n",
-               packet, eager, forced, sizes[0], sizes[1], sizes[2], sizes[3]);
+        printf("errret: packet %d, eager limit %d, credits %d; sizes %ld %ld %ld %ld\n",
+               packet, eager, credits, sizes[0], sizes[1], sizes[2], sizes[3]);
 
     scenario();
     proc_null();
@@ -410,8 +400,7 @@ int main(int argc, char **argv)
     /* Every adaptive message above, failed receives included, gave its sender's credit back:
      * after a barrier (the receiver's tokens precede its barrier messages) an eager-sized
      * message still goes adaptive, not by the rendezvous a sender out of credits uses. */
-    if ((!strcmp(forced, "auto") || !strcmp(forced, "adaptive")) && credits > 0 &&
-        eager > packet) {
+    if (credits > 0 && eager > packet) {
         char *b = calloc(1, sizes[2]);
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == 1) {

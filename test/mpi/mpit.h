@@ -104,7 +104,6 @@ static inline void proto_counts(unsigned long long c[P_COUNT])
 struct limits {
     int packet, eager, credits;
     long onepacket;
-    char protocol[32];
     int rndv_as_eager;          /* every peer on this node and no single copy: vnode sends
                                  * rendezvous-size messages through its FIFOs, as eager */
 };
@@ -114,7 +113,6 @@ static inline void read_limits(struct limits *l)
     l->packet = cvar_int("MPIR_CVAR_AMLAPI_PACKET_SIZE");
     l->eager = cvar_int("MPIR_CVAR_AMLAPI_EAGER_LIMIT");
     l->credits = cvar_int("MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS");
-    snprintf(l->protocol, sizeof(l->protocol), "%s", cvar_env_str("AMLAPI_PROTOCOL", "auto"));
     l->onepacket = (long) l->packet - 8 - 16;
     {
         int size, rank, local = 0;
@@ -152,12 +150,6 @@ static inline void read_limits(struct limits *l)
  * adaptive credits for its peer (a sender without one uses rendezvous instead). */
 static inline int expected_proto(const struct limits *l, long n)
 {
-    if (!strcmp(l->protocol, "eager"))
-        return P_EAGER;
-    if (!strcmp(l->protocol, "rndv"))
-        return !n ? P_ONEPACKET : l->rndv_as_eager ? P_EAGER : P_RNDV;
-    if (!strcmp(l->protocol, "adaptive"))
-        return P_ADAPTIVE;
     if (n <= l->onepacket)
         return P_ONEPACKET;
     if (n > l->eager)

@@ -3,8 +3,9 @@
  * with contiguous and strided types, each message asserted to take the protocol its size
  * calls for (the limits are read from the library's control variables, the protocol from the
  * amlapi_msgs_* counters), send cancel of unmatched eager and rendezvous messages (standard
- * and synchronous), and the unexpected-queue performance variables. Run under each forced
- * protocol by the testlist. Prints "native: N errors" and exits non-zero on any error.
+ * and synchronous), and the unexpected-queue performance variables. Run by the testlist with
+ * limits that lead its sizes to each protocol. Prints "native: N errors" and exits non-zero
+ * on any error.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -41,9 +42,9 @@ static void check_proto(const unsigned long long c0[P_COUNT],
     for (int p = 0; p < P_COUNT; p++) {
         unsigned long long d = c1[p] - c0[p];
         if (d != (p == want))
-            ERR("%s of %ld bytes (one-packet limit %ld, eager limit %d, protocol %s): "
+            ERR("%s of %ld bytes (one-packet limit %ld, eager limit %d, credits %d): "
                 "amlapi_msgs_%s grew by %llu, want %d", what, n, lim.onepacket, lim.eager,
-                lim.protocol, proto_name[p], d, p == want);
+                lim.credits, proto_name[p], d, p == want);
     }
 }
 
@@ -204,7 +205,7 @@ static void send_cancel(void)
                 if (!flag && proto != P_ADAPTIVE)
                     ERR("unmatched %s %s send of %d bytes was not cancelled", what,
                         proto_name[proto], n);
-                /* nonblocking: a forced rendezvous completes only when received, and the
+                /* nonblocking: a rendezvous completes only when received, and the
                  * receiver waits in the barrier */
                 MPI_Isend(&flag, 1, MPI_INT, 1, tag + 100, MPI_COMM_WORLD, &marker[0]);
                 fill(b, 8, 78);

@@ -183,7 +183,7 @@ static void probes(void)
  * and ordered eager messages are whole at the receiver when the cancel request arrives behind
  * them, so their cancel must succeed, and the receiver must then never see them: a later
  * message with the same tag arrives intact instead. Adaptive eager data may still be arriving
- * over other lanes (MPIR_CVAR_AMLAPI_LANES): then the cancel may come too late, which MPI
+ * after the cancel request (aml may spread it over lanes): then the cancel may come too late, which MPI
  * allows, and the message must be received. A small send completed at injection has no
  * message id and is not cancelled by default; whatever the outcome, it must agree with the
  * counters and with what the receiver gets. */

@@ -8,12 +8,11 @@
  * element is checked, the untouched ones too. Then 256 KiB puts and gets to every rank (above
  * every eager limit: direct where the target is reachable; on the node each shares its copy
  * with the target's progress, amlapi_vnode_shared_copies), a put outside the target's window
- * returns MPI_ERR_RMA_RANGE, and the counters say which path the operations took: with
- * MPIR_CVAR_AMLAPI_RMA_DIRECT (default on) contiguous puts and gets to other ranks are
- * direct (amlapi_rma_direct_puts/gets grow; to a peer whose UCX RMA is software, tcp,
- * they go as messages above MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX and
- * amlapi_rma_soft_messages grows), with it 0 none is -- except when every rank
- * shares one node and MPIR_CVAR_AMLAPI_RMA_SHM and _RMA_SHM_COPY are on: then every window
+ * returns MPI_ERR_RMA_RANGE, and the counters say which path the operations took:
+ * contiguous puts and gets to other ranks are direct (amlapi_rma_direct_puts/gets grow; to a
+ * peer whose UCX RMA is software, tcp, they go as messages above
+ * MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX and amlapi_rma_soft_messages grows) -- except when
+ * every rank shares one node and MPIR_CVAR_AMLAPI_RMA_SHM_COPY is on: then every window
  * but the dynamic one is a shared-memory window (MPI_Win_create memory by single copy,
  * amlapi_rma_shm_single_copy_ops grows) and none is direct. Native RMA messages' target
  * datatype cache: 40 strided types put twice each to a neighbour, shipped whole then named
@@ -231,7 +230,7 @@ static void one_case(win_t * w, int sync, int dt, MPI_Datatype vec)
 
 int main(int argc, char **argv)
 {
-    int size, total, direct, any_direct, all_direct, native_am;
+    int size, total, any_direct, all_direct, native_am;
     unsigned long long vpeers, single_copy;
     MPI_Comm node;
     MPI_Datatype vec;
@@ -243,26 +242,24 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     mpit_init();
-    direct = cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT");
     puts0 = pvar_read("amlapi_rma_direct_puts");
     gets0 = pvar_read("amlapi_rma_direct_gets");
     soft0 = pvar_read("amlapi_rma_soft_messages");
     /* direct access reaches peers through UCX always, vnode peers only with single copy */
     vpeers = pvar_read("amlapi_vnode_peers");
     single_copy = pvar_read("amlapi_vnode_single_copy");
-    any_direct = direct == 1 && size > 1 && (single_copy || vpeers < (unsigned) size - 1);
-    all_direct = direct == 1 && size > 1 && (single_copy || vpeers == 0);
+    any_direct = size > 1 && (single_copy || vpeers < (unsigned) size - 1);
+    all_direct = size > 1 && (single_copy || vpeers == 0);
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_size(node, &node_size);
     /* every window but the dynamic one in shared memory: nothing goes direct */
-    shm_all = cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM") == 1 &&
-        cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM_COPY") == 1 && direct == 1 && single_copy &&
-        size > 1 && node_size == size;
+    shm_all = cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM_COPY") == 1 && single_copy && size > 1 &&
+        node_size == size;
     if (shm_all)
         any_direct = 0;
     /* MPI_Win_create windows send native RMA messages for what is not direct, unless in
      * shared memory */
-    native_am = cvar_int("MPIR_CVAR_AMLAPI_RMA_AM") == 1 && direct == 1 && !shm_all;
+    native_am = !shm_all;
     cp0 = pvar_read("amlapi_rma_shm_single_copy_ops");
     MPI_Type_vector(S, 1, 2, MPI_INT, &vec);
     MPI_Type_commit(&vec);
@@ -312,7 +309,7 @@ int main(int argc, char **argv)
          * more most do; one per window would be at most `size` */
         shc = pvar_read("amlapi_vnode_shared_copies") - shc;
         MPI_Allreduce(&shc, &shc_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-        int share_min = cvar_int("MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY");
+        int share_min = 65536;  /* vnode shares single copies from 64 KiB (vnode_seg.c) */
         if (any_direct && !shm_all && single_copy && vpeers > 0 && share_min > 0 &&
             share_min <= big * (int) sizeof(int) &&
             shc_all <= (unsigned long long) size)

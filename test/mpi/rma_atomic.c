@@ -10,8 +10,7 @@
  *    0's get from rank 2 must see that store (a start that counts posts from anybody
  *    returns on rank 1's post and reads the window before it); rank 1 ends its exposure
  *    with MPI_Win_test; where PSCW is amlapi's messages (windows that are not shared-memory
- *    ones, MPIR_CVAR_AMLAPI_RMA_ACTIVE) each post counts in amlapi_rma_pscw_posts, else
- *    none does;
+ *    ones) each post counts in amlapi_rma_pscw_posts, else none does;
  *  - MPI_Fetch_and_op(SUM, +1) on one counter by every rank: the fetched values are exactly
  *    0 .. n*ITERS-1, each once (a lost or doubled update shows);
  *  - a mutex built from MPI_Compare_and_swap guarding a get/put increment, released with
@@ -21,16 +20,16 @@
  *    under an exclusive lock; readers get both under a shared lock and must never see them
  *    differ; a lock on this rank itself is held when MPI_Win_lock returns (no other rank's
  *    put lands while its owner reads its own memory);
- *  - native locks (windows that are not shared-memory ones, MPIR_CVAR_AMLAPI_RMA_LOCK):
- *    lock_all + one put + unlock_all asks for exactly two locks (the target's and this
- *    rank's) and elides the rest (amlapi_rma_lock_requests/_elided), the target's request
- *    carried by the put where it is a native RMA message (amlapi_rma_lock_carried), and
- *    lock/unlock with no operation asks for none;
+ *  - native locks (windows that are not shared-memory ones): lock_all + one put +
+ *    unlock_all asks for exactly two locks (the target's and this rank's) and elides the
+ *    rest (amlapi_rma_lock_requests/_elided), the target's request carried by the put, a
+ *    native RMA message (amlapi_rma_lock_carried), and lock/unlock with no operation asks
+ *    for none;
  *  - an operation sent with a lock request that must wait (native locks): rank 1 holds rank
  *    0's exclusive lock after a put of 5; rank 2 starts lock_all + fetch_and_op on the same
  *    word once rank 0 sees its request queued; rank 1 then puts 7 and unlocks. The fetched
- *    value must be 7 (the operation waited for the lock), and where native RMA messages
- *    carry it, rank 0 counts it in amlapi_rma_am_deferred;
+ *    value must be 7 (the operation waited for the lock), and rank 0 counts the native RMA
+ *    message that carried the request in amlapi_rma_am_deferred;
  *  - passive-target progress on shared-memory windows, and on the others in coprocessor
  *    progress mode: the target spins on its own memory making no MPI call while every other
  *    rank locks, accumulates into it and unlocks;
@@ -40,12 +39,11 @@
  *    memory is in the same segment);
  *  - accumulate ordering across paths: MPI_REPLACE accumulates to one element alternating
  *    small (native amlapi messages) and 128 KiB ones (MPIDIG's): the last one wins;
- *  - the path: windows whose ranks all share a node with MPIR_CVAR_AMLAPI_RMA_SHM on
- *    (MPI_Win_allocate(_shared); MPI_Win_create too with MPIR_CVAR_AMLAPI_RMA_SHM_COPY,
- *    when vnode's single copy works and MPIR_CVAR_AMLAPI_RMA_DIRECT is on) count their operations in
- *    amlapi_rma_shm_ops/_atomics, others do not; amlapi_rma_shm_single_copy_ops grows for
- *    MPI_Win_create ones only; the others send native RMA messages (amlapi_rma_am_ops) unless
- *    MPIR_CVAR_AMLAPI_RMA_AM or _RMA_DIRECT is 0.
+ *  - the path: windows whose ranks all share a node (MPI_Win_allocate(_shared);
+ *    MPI_Win_create too with MPIR_CVAR_AMLAPI_RMA_SHM_COPY, when vnode's single copy works)
+ *    count their operations in amlapi_rma_shm_ops/_atomics, others do not;
+ *    amlapi_rma_shm_single_copy_ops grows for MPI_Win_create ones only; the others send
+ *    native RMA messages (amlapi_rma_am_ops).
  * Prints "rma_atomic: N errors".
  */
 #include <mpi.h>
@@ -431,12 +429,11 @@ static void test_early_post(win_t * w, int native)
     MPI_Barrier(w->comm);
 }
 
-static void test_deferred(win_t * w, int am)
+static void test_deferred(win_t * w)
 {
     long five = 5, seven = 7, one = 1, got = -1;
     int go = 0;
-    unsigned long long q0 = pvar_read("amlapi_rma_lock_queued"),
-        d0 = pvar_read("amlapi_rma_am_deferred");
+    unsigned long long d0 = pvar_read("amlapi_rma_am_deferred");
     /* rank 0 reads its counts before rank 2 can send its request (a coprocessor's helper
      * thread could queue it while rank 0 is still in the previous test's barrier) */
     MPI_Barrier(w->comm);
@@ -458,18 +455,16 @@ static void test_deferred(win_t * w, int am)
             ERR("%s: fetch_and_op behind another rank's exclusive lock fetched %ld, want 7 "
                 "(that rank's last put in its epoch)", kname[w->kind], got);
     } else if (w->me == 0) {
-        /* rank 2's request is queued behind rank 1's lock, and its operation held back
-         * where native messages carry it (rank 2 may lose its core between the two): let
+        /* rank 2's request is queued behind rank 1's lock, and its operation, the native
+         * message that carries it, held back (rank 2 may lose its core between the two): let
          * rank 1 go (bounded, so that what never comes fails instead of hanging) */
-        const char *what = am ? "amlapi_rma_am_deferred" : "amlapi_rma_lock_queued";
-        unsigned long long base = am ? d0 : q0;
         double t0 = MPI_Wtime();
         int any;
-        while (pvar_read(what) == base && MPI_Wtime() - t0 < 60)
+        while (pvar_read("amlapi_rma_am_deferred") == d0 && MPI_Wtime() - t0 < 60)
             MPI_Iprobe(MPI_ANY_SOURCE, 99, w->comm, &any, MPI_STATUS_IGNORE);
-        if (pvar_read(what) == base)
-            ERR("%s: after 60 s %s", kname[w->kind], am ? "no operation was held back for "
-                "a queued lock request" : "no lock request was queued here");
+        if (pvar_read("amlapi_rma_am_deferred") == d0)
+            ERR("%s: after 60 s no operation was held back for a queued lock request",
+                kname[w->kind]);
         MPI_Send(&go, 1, MPI_INT, 1, 0, w->comm);
     }
     MPI_Barrier(w->comm);
@@ -478,17 +473,14 @@ static void test_deferred(win_t * w, int am)
         if (w->mem[W_DEFER] != 8)
             ERR("%s: the counter is %ld after the put and the fetch_and_op, want 8",
                 kname[w->kind], w->mem[W_DEFER]);
-        if (am && d == 0)
+        if (d == 0)
             ERR("%s: the fetch_and_op sent with the queued lock request was not deferred",
                 kname[w->kind]);
-        if (!am && d)
-            ERR("%s: %llu operations deferred, want none (no native RMA messages)",
-                kname[w->kind], d);
     }
     MPI_Barrier(w->comm);
 }
 
-static void test_lock_counts(win_t * w, int lock, int am)
+static void test_lock_counts(win_t * w, int lock)
 {
     unsigned long long r0, e0, c0, r, e, c;
     long v = 1;
@@ -504,9 +496,9 @@ static void test_lock_counts(win_t * w, int lock, int am)
     e = pvar_read("amlapi_rma_lock_elided") - e0;
     c = pvar_read("amlapi_rma_lock_carried") - c0;
     /* a native RMA message carries the target's request: no REQ, no GRANT */
-    if (lock && c != (am ? 1 : 0))
+    if (lock && c != 1)
         ERR("%s: lock_all + one put + unlock_all: %llu lock requests carried by the put, "
-            "want %d", kname[w->kind], c, am ? 1 : 0);
+            "want 1", kname[w->kind], c);
     if (lock && (r != 2 || e != (unsigned long long) w->n - 2))
         ERR("%s: lock_all + one put + unlock_all on %d ranks asked for %llu locks and elided "
             "%llu, want 2 and %d", kname[w->kind], w->n, r, e, w->n - 2);
@@ -592,29 +584,22 @@ static void test_errors(win_t * w, int shm)
 
 int main(int argc, char **argv)
 {
-    int size, node_size, total, rma_shm, by_copy;
+    int size, node_size, total, by_copy;
     MPI_Comm node;
     MPI_Datatype stride2;
-    int am, native_lock, native_active, coproc;
+    int coproc;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     mpit_init();
-    rma_shm = cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM");
     /* MPI_Win_create memory is reached by single copy on the node */
     by_copy = cvar_int("MPIR_CVAR_AMLAPI_RMA_SHM_COPY") == 1 &&
-        cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT") == 1 &&
         pvar_read("amlapi_vnode_single_copy") != 0;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_size(node, &node_size);
     MPI_Type_vector(E, 1, 2, MPI_LONG, &stride2);
     MPI_Type_commit(&stride2);
-    /* native RMA messages: operations on contiguous targets in windows that are not in
-     * shared memory (they need the window's memory exposed: RMA_DIRECT) */
-    am = cvar_int("MPIR_CVAR_AMLAPI_RMA_AM") == 1 && cvar_int("MPIR_CVAR_AMLAPI_RMA_DIRECT") == 1;
-    native_lock = cvar_int("MPIR_CVAR_AMLAPI_RMA_LOCK") == 1;
-    native_active = cvar_int("MPIR_CVAR_AMLAPI_RMA_ACTIVE") == 1;
     coproc = !strcmp(cvar_env_str("AMLAPI_PROGRESS_MODE", "polling"), "coprocessor");
 
     for (int k = 0; k < K_COUNT; k++) {
@@ -624,7 +609,7 @@ int main(int argc, char **argv)
         win_open(&w, k, node);
         n = w.n;
         /* the shared-memory path: allocated memory, every rank of the window on the node */
-        shm = rma_shm == 1 && n > 1 && (k == K_SHARED || node_size == size) &&
+        shm = n > 1 && (k == K_SHARED || node_size == size) &&
             (k != K_CREATE || by_copy);
         cp0 = pvar_read("amlapi_rma_shm_single_copy_ops");
         ops0 = pvar_read("amlapi_rma_shm_ops");
@@ -640,23 +625,21 @@ int main(int argc, char **argv)
         test_readers_writers(&w);
         test_self_lock(&w);
         if (n > 2) {
-            test_lock_counts(&w, !shm && native_lock && k != K_SHARED, am);
+            test_lock_counts(&w, !shm && k != K_SHARED);
             /* a queued request: native locks only (MPIDIG's lock blocks in MPI_Win_lock) */
-            if (!shm && native_lock && k != K_SHARED)
-                test_deferred(&w, am);
-            /* MPICH 4.0.2's MPIDIG counts posts in one total (RMA_ACTIVE=0): it fails */
-            if (shm || native_active)
-                test_early_post(&w, !shm && native_active);
+            if (!shm && k != K_SHARED)
+                test_deferred(&w);
+            test_early_post(&w, !shm);
         }
         ops = pvar_read("amlapi_rma_shm_ops") - ops0;
         acc = pvar_read("amlapi_rma_shm_atomics") - acc0;
         cp = pvar_read("amlapi_rma_shm_single_copy_ops") - cp0;
         amops = pvar_read("amlapi_rma_am_ops") - am0;
-        if (!shm && am && n > 1 && amops == 0)
-            ERR("%s: native RMA messages are on, yet none was sent", kname[k]);
-        if ((shm || !am) && amops)
-            ERR("%s: %llu native RMA messages sent, want none (%s)", kname[k], amops,
-                shm ? "a shared-memory window" : "MPIR_CVAR_AMLAPI_RMA_AM or _RMA_DIRECT off");
+        if (!shm && n > 1 && amops == 0)
+            ERR("%s: not a shared-memory window, yet no native RMA message was sent", kname[k]);
+        if (shm && amops)
+            ERR("%s: %llu native RMA messages sent, want none (a shared-memory window)",
+                kname[k], amops);
         if (shm && k == K_CREATE && cp == 0)
             ERR("%s: a shared-memory window of MPI_Win_create memory, yet no single copy "
                 "counted", kname[k]);

@@ -4,9 +4,9 @@
  * exchanges messages of 32 KiB - 1, 64 KiB, 1 MiB + 3 and 4 MiB (odd offsets in both
  * buffers), each byte checked, then a receive that is truncated (MPI_ERR_TRUNCATE, the bytes
  * that fit are checked). Afterwards the counters must say what happened: with vnode and
- * single copy on and MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY > 0, every rank shared copies
- * (amlapi_vnode_shared_copies) and, summed over the ranks, senders helped
- * (amlapi_vnode_helped_bytes); with the CVAR 0, no copy is shared. Prints "shcopy: N errors".
+ * single copy on, every rank shared copies (amlapi_vnode_shared_copies) and, summed over the
+ * ranks, senders helped (amlapi_vnode_helped_bytes); without single copy or through UCX, no
+ * copy is shared. Prints "shcopy: N errors".
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -84,8 +84,7 @@ int main(int argc, char **argv)
     unsigned long long shared = pvar_read("amlapi_vnode_shared_copies");
     unsigned long long helped = pvar_read("amlapi_vnode_helped_bytes"), helped_all;
     unsigned long long local = pvar_read("amlapi_vnode_peers");
-    int off = !pvar_read("amlapi_vnode_single_copy") || local == 0 ||
-        cvar_int("MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY") == 0;
+    int off = !pvar_read("amlapi_vnode_single_copy") || local == 0;
     int all_local = !off && local == (unsigned) size - 1;
     MPI_Allreduce(&helped, &helped_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (peer < size && all_local && shared == 0)

@@ -270,7 +270,7 @@ static void part_cancel(int t, char *sb, char *rb)
         MPI_Test_cancelled(&st, &flag);
         cancelled[t] += !!flag;
         /* a rendezvous scout is at the receiver when the cancel request arrives behind it */
-        if (!flag && !strcmp(lim.protocol, "auto") && n > lim.eager)
+        if (!flag && n > lim.eager)
             ERR("thread %d: unmatched rendezvous send of %d bytes was not cancelled", t, n);
         /* blocking sends of the flag and marker would deadlock with a ring of rendezvous
          * sends on two ranks: both nonblocking */
@@ -360,7 +360,7 @@ int main(int argc, char **argv)
     if (ok + no < (unsigned long long) NT * big || ok + no > (unsigned long long) NT * NS)
         ERR("%llu cancel answers (ok %llu, failed %llu), want %d to %d", ok + no, ok, no,
             NT * big, NT * NS);
-    if (!strcmp(lim.protocol, "auto")) {
+    {
         int mid = lim.credits ? P_ADAPTIVE : P_EAGER;
         if (c1[P_ONEPACKET] == c0[P_ONEPACKET] || c1[P_RNDV] == c0[P_RNDV] ||
             (lim.onepacket < lim.eager && c1[mid] == c0[mid]))

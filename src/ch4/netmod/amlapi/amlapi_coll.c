@@ -56,18 +56,6 @@ cvars:
         for N ranks per node ("8x8x8", "4mx4x4", "4x4x4x2t"); its node count must be MPICH's.
         Ranks in XYZT order unless MPIR_CVAR_AMLAPI_TORUS_MAP_FILE places them. Default: none.
 
-    - name        : MPIR_CVAR_AMLAPI_TORUS_BCAST_CHUNK
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 262144
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Pipelining chunk in bytes of the torus bcast down each colour's tree. Default 262144, >= 0;
-        0: coll_torus's link model chooses (suits links with no per-message cost). Torus networks
-        with fast links and deep trees want smaller chunks.
-
     - name        : MPIR_CVAR_AMLAPI_TORUS_MAP_FILE
       category    : CH4_AMLAPI
       type        : string
@@ -289,10 +277,10 @@ static int schedule(exec_t * e, int coll, MPIR_Comm * comm, int root, int64_t co
         }
     }
     p.commutative = commutative;
-    /* bcast's pipeline chunks: MPIR_CVAR_AMLAPI_TORUS_BCAST_CHUNK (the model's are for links
+    /* bcast's pipeline chunks: MPIDI_AMLAPI_TORUS_BCAST_CHUNK (the model's are for links
      * without per-message cost) */
-    if (coll == CT_COLL_BCAST && MPIR_CVAR_AMLAPI_TORUS_BCAST_CHUNK > 0)
-        p.chunk_elems = (MPIR_CVAR_AMLAPI_TORUS_BCAST_CHUNK + elem_size - 1) / elem_size;
+    if (coll == CT_COLL_BCAST)
+        p.chunk_elems = (MPIDI_AMLAPI_TORUS_BCAST_CHUNK + elem_size - 1) / elem_size;
     cached_sched *x = NULL;
     for (int i = 0; i < SCHED_CACHE && !x; i++, c->next = (c->next + 1) % SCHED_CACHE)
         if (!c->cache[c->next].busy)

@@ -24,12 +24,13 @@
  * cost. A root waits only for room: the ring holds CS_RING_RECORDS of the largest
  * records, many more small ones, so a root runs that far ahead of its slowest reader, as a
  * root sending messages does; on an oversubscribed node a reader that is not running must
- * not stop the root at every few calls. Larger bcasts than
- * MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES run MPICH's algorithms, whose pipelined copies
- * spread over the ranks beat one root's copy plus every reader's.
+ * not stop the root at every few calls. Larger bcasts than MPIDI_AMLAPI_COLLSHM_BCAST_BYTES
+ * run MPICH's algorithms, whose pipelined copies spread over the ranks beat one root's copy
+ * plus every reader's, except on communicators of MPIDI_AMLAPI_COLLSHM_LARGE ranks or more,
+ * where they go through a larger ring (MPIDI_AMLAPI_COLLSHM_BCAST_RING) in chunks.
  *
  * Alltoall of small blocks goes through rows in a second segment (a2a_by_rows: two copies of
- * every block, one arrival); of large ones on communicators of MPIR_CVAR_AMLAPI_COLL_SHM_LARGE
+ * every block, one arrival); of large ones on communicators of MPIDI_AMLAPI_COLLSHM_LARGE
  * ranks by single copy from the senders' buffers (a2a_by_reads: each rank publishes its send
  * buffer, reads from those that published, and waits until all read its own), where
  * MPICH's pairwise exchange needs both partners of every step to run.
@@ -83,89 +84,6 @@ cvars:
         Largest MPI_Allreduce (bytes) done in the MPIR_CVAR_AMLAPI_COLL_SHM segment, which holds a
         row of this size per rank and one more; larger ones run MPICH's algorithms. Default 4096, 0
         to 1048576.
-
-    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 2048
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Largest MPI_Bcast (bytes) done in the MPIR_CVAR_AMLAPI_COLL_SHM segment: the root appends it
-        to a ring of 16 records of this size (at least 64 KiB) and returns; each other rank copies
-        it out. Default 2048, 0 to 1048576.
-
-    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 2048
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Largest block (bytes to each rank) of an MPI_Alltoall done through shared-memory rows, made
-        at the first such call: 2 x ranks^2 x this bytes, at most 16 MiB (larger communicators get
-        smaller blocks). Default 2048, 0 to 1048576.
-
-    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 32768
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Smallest block (bytes to each rank) of an MPI_Alltoall done by single copy from the other
-        ranks' send buffers, on communicators of MPIR_CVAR_AMLAPI_COLL_SHM_LARGE ranks or more where
-        the node allows single copy. Default 32768, >= 0; 0: never.
-
-    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_LARGE
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 4
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        From this many ranks up, large MPI_Bcast pipelines through the ring
-        (MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING) and large MPI_Allreduce is reduced in slices by all
-        ranks (from MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN bytes). Default 4, >= 0; 0: never.
-
-    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 4194304
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Bytes of the ring that pipelines large bcasts (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE): how far the
-        root may run ahead of its slowest reader. Default 4194304, 65536 to 1073741824.
-
-    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 262144
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Chunk (bytes) of a large shared-memory MPI_Allreduce (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE); the
-        rows take 2 x (ranks + 1) chunks, made at the first such call. Default 262144, 0 to
-        67108864; 0: never.
-
-    - name        : MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 16384
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Smallest MPI_Allreduce (bytes) done in chunks in shared memory
-        (MPIR_CVAR_AMLAPI_COLL_SHM_LARGE); between MPIR_CVAR_AMLAPI_COLL_SHM_BYTES and this, MPICH's
-        algorithms run. Default 16384, >= 0.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
@@ -245,17 +163,22 @@ static size_t hdr_bytes(int n)
 /* whether comm's large bcasts and allreduces go through its shared memory */
 static int large(MPIR_Comm * comm)
 {
-    return MPIR_CVAR_AMLAPI_COLL_SHM_LARGE > 0 &&
-        comm->local_size >= MPIR_CVAR_AMLAPI_COLL_SHM_LARGE;
+    return comm->local_size >= MPIDI_AMLAPI_COLLSHM_LARGE;
 }
+
+/* CS_RING_RECORDS records of the largest unchunked bcast, at least CS_RING_MIN; on a large
+ * communicator MPIDI_AMLAPI_COLLSHM_BCAST_RING, a multiple of 256 so that its quarter, a large
+ * bcast's chunk with its header line, is whole lines */
+#define CS_RING_SMALL (CS_RING_RECORDS * (((MPIDI_AMLAPI_COLLSHM_BCAST_BYTES + 63) & ~63) + 64))
+_Static_assert(MPIDI_AMLAPI_COLLSHM_BCAST_RING % 256 == 0 &&
+               MPIDI_AMLAPI_COLLSHM_BCAST_RING >= CS_RING_SMALL &&
+               MPIDI_AMLAPI_COLLSHM_BCAST_RING >= CS_RING_MIN, "the large bcast ring");
 
 static size_t ring_bytes(MPIR_Comm * comm)
 {
-    size_t r = CS_RING_RECORDS * ((((size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES + 63) &
-                                   ~(size_t) 63) + 64);
-    if (large(comm) && r < (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING)
-        r = ((size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_RING + 255) & ~(size_t) 255;
-    return r < CS_RING_MIN ? CS_RING_MIN : r;
+    if (large(comm))
+        return MPIDI_AMLAPI_COLLSHM_BCAST_RING;
+    return CS_RING_SMALL < CS_RING_MIN ? CS_RING_MIN : CS_RING_SMALL;
 }
 
 /* MPIDU_shm_alloc over comm, or *fail (at every rank alike) when some rank's node lacks the
@@ -521,6 +444,8 @@ static int reduce_rows(cs_comm_t * c, void *arg)
                            (MPI_Aint) r->bytes / r->count, r->dtype, r->op);
 }
 
+_Static_assert(MPIDI_AMLAPI_COLLSHM_REDUCE_CHUNK % 64 == 0, "allreduce rows of whole lines");
+
 /* Large allreduce, in chunks of red_chunk bytes with one arrival per chunk. Before arrival k
  * (of this call) a rank copies its chunk k into its row of set k & 1 and reduces its slice
  * (1/n of the elements) of chunk k-1 -- rows of set (k-1) & 1, in rank order -- into that
@@ -533,7 +458,7 @@ static int reduce_rows(cs_comm_t * c, void *arg)
  * every element is still combined in rank order, so every rank gets the same bits. */
 static int red_rows(MPIR_Comm * comm, cs_comm_t * c)
 {
-    c->red_chunk = (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK & ~(size_t) 63;
+    c->red_chunk = MPIDI_AMLAPI_COLLSHM_REDUCE_CHUNK;
     return extra_segment(comm, 2 * ((size_t) comm->local_size + 1) * c->red_chunk, &c->red,
                          &c->red_state);
 }
@@ -547,8 +472,7 @@ static int large_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
     cs_comm_t *c;
     const char *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
 
-    if (MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_CHUNK == 0 || !large(comm) ||
-        count < (MPI_Aint) MPIR_CVAR_AMLAPI_COLL_SHM_REDUCE_MIN / size)
+    if (!large(comm) || count < MPIDI_AMLAPI_COLLSHM_REDUCE_MIN / size)
         return MPI_SUCCESS;
     mpi_errno = segment_of(comm, &c);
     if (mpi_errno || !c)
@@ -558,7 +482,7 @@ static int large_allreduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
         if (mpi_errno)
             return mpi_errno;
     }
-    if (c->red_state != CS_READY || (MPI_Aint) c->red_chunk < size)
+    if (c->red_state != CS_READY)
         return MPI_SUCCESS;
     *done = 1;
     pv_allreduces++;
@@ -714,7 +638,7 @@ int MPIDI_AMLAPI_shm_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype, 
     if (count <= 0 || size <= 0)
         return MPI_SUCCESS;
     bytes = (size_t) count *(size_t) size;
-    if (bytes > (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES && !large(comm))
+    if (bytes > MPIDI_AMLAPI_COLLSHM_BCAST_BYTES && !large(comm))
         return MPI_SUCCESS;
     mpi_errno = segment_of(comm, &c);
     if (mpi_errno || !c)
@@ -723,8 +647,7 @@ int MPIDI_AMLAPI_shm_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype, 
     pv_bcasts++;
     /* a large one in chunks of a quarter of the ring: readers copy chunk i out while the root
      * writes chunk i + 1 */
-    chunk = bytes <= (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_BCAST_BYTES ? bytes :
-        c->ring_bytes / 4 - 64;
+    chunk = bytes <= MPIDI_AMLAPI_COLLSHM_BCAST_BYTES ? bytes : c->ring_bytes / 4 - 64;
     for (size_t off = 0; off < bytes && mpi_errno == MPI_SUCCESS; off += chunk) {
         if (chunk < bytes)
             pv_chunks++;
@@ -745,7 +668,7 @@ int MPIDI_AMLAPI_shm_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype, 
 static int a2a_rows(MPIR_Comm * comm, cs_comm_t * c)
 {
     size_t n = (size_t) comm->local_size;
-    size_t blk = (size_t) MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES;
+    size_t blk = MPIDI_AMLAPI_COLLSHM_ALLTOALL_BYTES;
 
     if (2 * n * n * blk > CS_A2A_MAX)
         blk = CS_A2A_MAX / (2 * n * n);
@@ -986,10 +909,9 @@ int MPIDI_AMLAPI_shm_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Datat
     MPIR_Datatype_get_size_macro(sendtype, size);
     if (sendcount <= 0 || size <= 0)
         return MPI_SUCCESS;
-    rows = sendcount <= (MPI_Aint) MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_BYTES / size;
-    if (!rows && (!MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY || !large(comm) ||
-                  sendcount < ((MPI_Aint) MPIR_CVAR_AMLAPI_COLL_SHM_ALLTOALL_COPY + size - 1) /
-                  size))
+    rows = sendcount <= MPIDI_AMLAPI_COLLSHM_ALLTOALL_BYTES / size;
+    if (!rows && (!large(comm) ||
+                  sendcount < (MPIDI_AMLAPI_COLLSHM_ALLTOALL_COPY + size - 1) / size))
         return MPI_SUCCESS;
     bytes = (size_t) (sendcount * size);
     mpi_errno = segment_of(comm, &c);

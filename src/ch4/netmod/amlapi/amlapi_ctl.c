@@ -2,8 +2,7 @@
  * amlapi netmod: the control channel. Window locks (amlapi_rma_lock.c), post/start/
  * complete/wait (amlapi_rma_active.c) and the shared-memory collectives' wake-ups
  * (amlapi_coll_shm.c) send small notices: a header and no data, inline when aml allows (aml
- * copies the header before returning on both paths); aml's general send when a protocol
- * forced by MPIR_CVAR_AMLAPI_PROTOCOL rules inline messages out.
+ * copies the header before returning on both paths); aml's general send otherwise.
  */
 
 #include "mpidimpl.h"

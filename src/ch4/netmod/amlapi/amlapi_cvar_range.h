@@ -16,26 +16,13 @@
     X(AMLAPI_NET_PACKET_SIZE, 512, 1048576, 1)                  \
     X(AMLAPI_EAGER_LIMIT, 0, INT_MAX, 0)                        \
     X(AMLAPI_ADAPTIVE_CREDITS, 0, 1024, 0)                      \
-    X(AMLAPI_LANES, 1, 8, 0)                                    \
-    X(AMLAPI_INTERRUPT_TIMEOUT, 1, 1000, 0)                     \
     X(AMLAPI_KEEPALIVE, 0, 3600000, 0)                          \
     X(AMLAPI_OVERSUBSCRIBED, -1, 1, 0)                          \
-    X(AMLAPI_OVERSUBSCRIBED_YIELD, 0, 1000000, 0)               \
-    X(AMLAPI_POLL_PAUSE, 0, 1000, 0)                            \
     X(AMLAPI_DYNAMIC_PEERS, 0, 1048576, 0)                      \
     X(AMLAPI_RMA_DIRECT_SOFT_MAX, -1, INT_MAX, 0)               \
     X(AMLAPI_VNODE_RING_SIZE, 4096, 1 << 30, 1)                 \
     X(AMLAPI_VNODE_SINGLE_COPY_THRESHOLD, 0, INT_MAX, 0)        \
-    X(AMLAPI_VNODE_SHARED_COPY, 0, INT_MAX, 0)                  \
-    X(AMLAPI_TORUS_BCAST_CHUNK, 0, INT_MAX, 0)                  \
     X(AMLAPI_COLL_SHM, 0, INT_MAX, 0)                           \
-    X(AMLAPI_COLL_SHM_BYTES, 0, 1 << 20, 0)                     \
-    X(AMLAPI_COLL_SHM_BCAST_BYTES, 0, 1 << 20, 0)               \
-    X(AMLAPI_COLL_SHM_ALLTOALL_BYTES, 0, 1 << 20, 0)            \
-    X(AMLAPI_COLL_SHM_ALLTOALL_COPY, 0, INT_MAX, 0)             \
-    X(AMLAPI_COLL_SHM_LARGE, 0, INT_MAX, 0)                     \
-    X(AMLAPI_COLL_SHM_BCAST_RING, 65536, 1 << 30, 0)            \
-    X(AMLAPI_COLL_SHM_REDUCE_CHUNK, 0, 1 << 26, 0)              \
-    X(AMLAPI_COLL_SHM_REDUCE_MIN, 0, INT_MAX, 0)
+    X(AMLAPI_COLL_SHM_BYTES, 0, 1 << 20, 0)
 
 #endif /* AMLAPI_CVAR_RANGE_H_INCLUDED */

@@ -26,7 +26,6 @@ typedef struct {
                                  * 0 = it found something last time) */
     int coproc;                 /* progress mode coprocessor: MPICH's progress thread runs */
     int coproc_sleeps;          /* ... and sleeps on efd when idle (app is SINGLE/FUNNELED) */
-    int poll_pause;             /* MPIR_CVAR_AMLAPI_POLL_PAUSE */
 } MPIDI_AMLAPI_global_t;
 
 extern MPIDI_AMLAPI_global_t MPIDI_AMLAPI_global;
@@ -180,6 +179,24 @@ void MPIDI_AMLAPI_fault_finalize(void);
 /* amlapi_progress.c: the progress modes */
 int MPIDI_AMLAPI_oversubscribed(void);
 void MPIDI_AMLAPI_win_pvars(void);
+
+/* Fixed parameters of the collectives, in bytes unless said otherwise. */
+/* torus bcast (amlapi_coll.c): pipelining chunk down each colour's tree */
+#define MPIDI_AMLAPI_TORUS_BCAST_CHUNK 262144
+/* shared memory (amlapi_coll_shm.c): largest bcast in one ring record, not in chunks */
+#define MPIDI_AMLAPI_COLLSHM_BCAST_BYTES 2048
+/* largest alltoall block (bytes to each rank) through the shared rows */
+#define MPIDI_AMLAPI_COLLSHM_ALLTOALL_BYTES 2048
+/* smallest alltoall block (bytes to each rank) done by single copy, on large communicators */
+#define MPIDI_AMLAPI_COLLSHM_ALLTOALL_COPY 32768
+/* ranks from which a communicator's large bcasts, allreduces and alltoalls use shared memory */
+#define MPIDI_AMLAPI_COLLSHM_LARGE 4
+/* bcast ring of a large communicator; a large bcast goes in chunks of a quarter of it */
+#define MPIDI_AMLAPI_COLLSHM_BCAST_RING 4194304
+/* chunk of a large allreduce (a multiple of 64) */
+#define MPIDI_AMLAPI_COLLSHM_REDUCE_CHUNK 262144
+/* smallest allreduce done in chunks, on large communicators */
+#define MPIDI_AMLAPI_COLLSHM_REDUCE_MIN 16384
 
 /* torus collectives (amlapi_coll.c; the inline entry points are amlapi_coll.h) */
 extern int MPIDI_AMLAPI_coll_torus_active;

@@ -50,18 +50,6 @@ cvars:
         smaller ones eagerly (on-node peers switch at MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD).
         Default 65536, >= 0; with adaptive credits it bounds the unexpected data per sender.
 
-    - name        : MPIR_CVAR_AMLAPI_PROTOCOL
-      category    : CH4_AMLAPI
-      type        : string
-      default     : "auto"
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Point-to-point protocol of aml: "auto" (default) chooses per message by size and peer state;
-        "eager", "adaptive" or "rndv" forces one protocol for every message (testing and tuning;
-        "adaptive" still falls back to rendezvous without a credit).
-
     - name        : MPIR_CVAR_AMLAPI_RNDV_MODE
       category    : CH4_AMLAPI
       type        : string
@@ -86,18 +74,6 @@ cvars:
         rendezvous, so a flooded receiver holds at most credits x eager limit bytes per sender.
         Default 64, 0 to 1024; 0 turns adaptive eager off (ordered eager, unbounded memory).
 
-    - name        : MPIR_CVAR_AMLAPI_RMA_DIRECT
-      category    : CH4_AMLAPI
-      type        : boolean
-      default     : true
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Contiguous MPI_Put/Get/Rput/Rget of at least the target's eager limit go as direct
-        operations (single copy on the node, UCX RMA between hosts; no message at the target).
-        Default on; 0: MPIDIG messages, and MPI_Win_create windows are never shared-memory ones.
-
     - name        : MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX
       category    : CH4_AMLAPI
       type        : int
@@ -110,18 +86,6 @@ cvars:
         software (tcp only); larger ones go as native amlapi messages. Default 0 (never direct); -1:
         no limit. Peers reached by RDMA or single copy are not affected.
 
-    - name        : MPIR_CVAR_AMLAPI_RMA_SHM
-      category    : CH4_AMLAPI
-      type        : boolean
-      default     : true
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        A window whose ranks all share one node does its RMA in shared memory (copies, atomic words
-        for locks and PSCW; MPI_Win_create windows only with MPIR_CVAR_AMLAPI_RMA_SHM_COPY), with
-        nothing needed from the target. Default on; 0: such windows work like any other.
-
     - name        : MPIR_CVAR_AMLAPI_RMA_SHM_COPY
       category    : CH4_AMLAPI
       type        : boolean
@@ -130,32 +94,10 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        With MPIR_CVAR_AMLAPI_RMA_SHM, MPI_Win_create windows on one node are shared-memory windows
-        too, their operations single copies of the target's memory. Default off (a system call per
-        operation); turn it on when targets compute for long without calling MPI.
-
-    - name        : MPIR_CVAR_AMLAPI_LANES
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 1
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        UCX endpoints per peer: adaptive eager data packets are spread round robin over them
-        (several rails or connections), everything else uses the first. Default 1, 1 to 8.
-
-    - name        : MPIR_CVAR_AMLAPI_DEBUG_REORDER
-      category    : CH4_AMLAPI
-      type        : boolean
-      default     : false
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_MPIDEV_DETAIL
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Testing only: adaptive eager data packets go last to first and every other sequenced packet
-        is held back, so receivers exercise out-of-order placement. Default off; never in
-        production.
+        MPI_Win_create windows whose ranks all share one node do their RMA in shared memory too, as
+        allocated ones always do (nothing needed from the target), by single copies of the
+        target's memory. Default off (a system call per operation); turn it on when targets
+        compute for long without calling MPI.
 
     - name        : MPIR_CVAR_AMLAPI_PROGRESS_MODE
       category    : CH4_AMLAPI
@@ -168,17 +110,6 @@ cvars:
         How a blocked call waits: "polling" (default) spins; "interrupt" sleeps on the event fd when
         nothing is pending; "coprocessor" adds a progress thread (thread level MPI_THREAD_MULTIPLE)
         that moves transfers on while the application computes (Almasi et al. 2005).
-
-    - name        : MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 10
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Interrupt mode: longest sleep in milliseconds before a blocked call looks again without an
-        arrival (bounds the delay of progress that needs no packet). Default 10, 1 to 1000.
 
     - name        : MPIR_CVAR_AMLAPI_KEEPALIVE
       category    : CH4_AMLAPI
@@ -200,31 +131,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Polling mode with more ranks than cores: an idle blocked call yields
-        (MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD), then sleeps on the event fd instead of spinning. -1
-        (default) decides at MPI_Init from the allowed cores (hwloc); 0 never; 1 always.
-
-    - name        : MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 200
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Oversubscribed polling: microseconds an idle blocked call gives its core away with
-        sched_yield before it sleeps on the event fd. Default 200, 0 to 1000000; 0 sleeps at once.
-
-    - name        : MPIR_CVAR_AMLAPI_POLL_PAUSE
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 1
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Polling mode: CPU pause instructions (x86 pause, Arm yield) between two empty polls, leaving
-        the polled line to its writer and the core to a hyperthread sibling. Default 1, 0 to 1000.
+        Polling mode with more ranks than cores: an idle blocked call yields its core briefly,
+        then sleeps on the event fd instead of spinning. -1 (default) decides at MPI_Init from the
+        allowed cores (hwloc); 0 never; 1 always.
 
     - name        : MPIR_CVAR_AMLAPI_VNODE
       category    : CH4_AMLAPI
@@ -273,30 +182,6 @@ cvars:
         through the FIFOs. Default 12288, >= 0; 0 means MPIR_CVAR_AMLAPI_EAGER_LIMIT. Raise it where
         a cache line moves cheaply between cores (cores sharing a cache).
 
-    - name        : MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY
-      category    : CH4_AMLAPI
-      type        : int
-      default     : 65536
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        On-node single copies (and direct puts and gets on the node) of at least this many bytes are
-        shared: the sender's progress copies chunks of it too. Default 65536 (chunks are at least 32
-        KiB), >= 0; 0: the receiver copies alone.
-
-    - name        : MPIR_CVAR_AMLAPI_VNODE_MEMBARRIER
-      category    : CH4_AMLAPI
-      type        : boolean
-      default     : true
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        On nodes of at most 9 ranks with membarrier(2), on-node packets to polling ranks go without
-        a memory fence; a rank about to sleep calls membarrier once and its senders fence from then
-        on. Default on; 0: a fence after every packet.
-
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
@@ -328,8 +213,6 @@ static void read_vnode_config(aml_config_t * cfg)
     cfg->vnode_ring_bytes = (size_t) MPIR_CVAR_AMLAPI_VNODE_RING_SIZE;
     cfg->vnode_eager_limit = (size_t) MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD;
     cfg->vnode_single_copy = MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY;
-    cfg->vnode_shared_copy = (size_t) MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY;
-    cfg->vnode_fence_always = !MPIR_CVAR_AMLAPI_VNODE_MEMBARRIER;
     /* split nodes (NOLOCAL, cliques) reach the rest of this host through UCX */
     cfg->ucx_onnode = MPIR_CVAR_NOLOCAL || MPIR_pmi_has_local_cliques();
     cfg->vnode_watch = MPIR_CVAR_AMLAPI_REPORT_EXIT;
@@ -359,21 +242,7 @@ static int read_config(aml_config_t * cfg)
     cfg->net_packet_size = (size_t) MPIR_CVAR_AMLAPI_NET_PACKET_SIZE;
     cfg->eager_limit = MPIR_CVAR_AMLAPI_EAGER_LIMIT;
 
-    static const char *const protocols[] = { "auto", "eager", "rndv", "adaptive", NULL };
-    static const int protocol_of[] = {
-        AML_PROTO_AUTO, AML_PROTO_EAGER, AML_PROTO_RNDV, AML_PROTO_ADAPTIVE
-    };
-    mpi_errno = MPIDI_AMLAPI_cvar_choice("MPIR_CVAR_AMLAPI_PROTOCOL",
-                                         MPIR_CVAR_AMLAPI_PROTOCOL, protocols, &choice);
-    MPIR_ERR_CHECK(mpi_errno);
-    cfg->protocol = protocol_of[choice];
-    if (MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS == 0 && cfg->protocol == AML_PROTO_ADAPTIVE)
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**amlapi_cvar", "**amlapi_cvar %s %s",
-                             "MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS",
-                             "0 (must be more with MPIR_CVAR_AMLAPI_PROTOCOL=adaptive)");
     cfg->adaptive_credits = MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS;
-    cfg->lanes = MPIR_CVAR_AMLAPI_LANES;
-    cfg->debug_reorder = MPIR_CVAR_AMLAPI_DEBUG_REORDER;
 
     static const char *const rndv_modes[] = { "ucx", "get", "put", NULL };
     mpi_errno = MPIDI_AMLAPI_cvar_choice("MPIR_CVAR_AMLAPI_RNDV_MODE",
@@ -393,7 +262,6 @@ static int read_config(aml_config_t * cfg)
         MPIDI_AMLAPI_oversubscribed();
     if (MPIDI_AMLAPI_global.oversub)
         cfg->progress_mode = AML_PROGRESS_INTERRUPT;
-    MPIDI_AMLAPI_global.poll_pause = MPIR_CVAR_AMLAPI_POLL_PAUSE;
     cfg->keepalive_ms = MPIR_CVAR_AMLAPI_KEEPALIVE;
     cfg->dyn_peers_max = MPIR_CVAR_AMLAPI_DYNAMIC_PEERS;
     read_vnode_config(cfg);
@@ -461,9 +329,7 @@ int MPIDI_AMLAPI_init_local(int *tag_bits)
         printf("packet size: %ld\n", (long) MPIDI_AMLAPI_global.packet_size);
         printf("max MPIDIG header: %ld\n", (long) MPIDI_AMLAPI_global.am_hdr_max);
         printf("eager limit: %ld\n", (long) MPIDI_AMLAPI_global.eager_limit);
-        printf("protocol: %s\n", MPIR_CVAR_AMLAPI_PROTOCOL);
-        printf("adaptive eager credits: %d, lanes: %d\n", MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS,
-               MPIR_CVAR_AMLAPI_LANES);
+        printf("adaptive eager credits: %d\n", MPIR_CVAR_AMLAPI_ADAPTIVE_CREDITS);
         printf("rendezvous: %s\n", MPIR_CVAR_AMLAPI_RNDV_MODE);
         printf("progress: %s%s%s\n", MPIR_CVAR_AMLAPI_PROGRESS_MODE,
                MPIDI_AMLAPI_global.oversub ?

@@ -125,7 +125,7 @@ int MPIDI_AMLAPI_p2p_init(void)
            "through the FIFOs");
     PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_vnode_shared_copies", &pv_vnode_keys[7],
            pv_qenv_value, "on-node single copies this rank made together with the peer whose "
-           "buffer it copied (MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY)");
+           "buffer it copied");
     PV_REG(MPI_T_PVAR_CLASS_COUNTER, "amlapi_vnode_helped_bytes", &pv_vnode_keys[8],
            pv_qenv_value, "bytes this rank copied, from its progress, of single copies its "
            "on-node peers made of its buffers");

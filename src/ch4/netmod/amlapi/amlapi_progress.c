@@ -2,8 +2,8 @@
  * amlapi netmod: the progress modes (Banikazemi et al. 1999, §6.1, Almási et al. 2005), chosen by
  * MPIR_CVAR_AMLAPI_PROGRESS_MODE:
  *   polling     - blocked calls spin on aml_progress; on an oversubscribed node an empty
- *                 poll yields the core, and after MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD us
- *                 of nothing they sleep as in interrupt mode (see progress_blocked);
+ *                 poll yields the core, and after OVERSUB_YIELD_US of nothing they sleep
+ *                 as in interrupt mode (see progress_blocked);
  *   interrupt   - a blocked call that found nothing arms the UCX worker and sleeps on its
  *                 event fd without MPICH's lock (no hysteresis);
  *   coprocessor - a helper thread keeps aml progressing while the application computes. The
@@ -35,10 +35,16 @@ static int allowed_cores(void)
     return n > 0 ? n : 0;
 }
 
+/* The longest sleep on the event fd without an arrival: bounds the delay of progress that
+ * needs no packet (a peer's shared-memory flag, a timer). */
+#define SLEEP_MS 10
+/* How long an idle blocked call on an oversubscribed node yields before it sleeps. */
+#define OVERSUB_YIELD_US 200
+
 static unsigned long long pv_coproc_sleeps, pv_coproc_events;
 
 /* Arms the worker and sleeps on its event fd without MPICH's lock, until something arrives
- * or MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT passes. Returns the events handled on waking, or -1
+ * or SLEEP_MS pass. Returns the events handled on waking, or -1
  * when it did not sleep because events were pending. */
 static int sleep_on_fd(void)
 {
@@ -53,7 +59,7 @@ static int sleep_on_fd(void)
     p.events = POLLIN;
     p.revents = 0;
     MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-    (void) poll(&p, 1, MPIR_CVAR_AMLAPI_INTERRUPT_TIMEOUT);
+    (void) poll(&p, 1, SLEEP_MS);
     MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
     return aml_progress(aml);
 }
@@ -67,12 +73,10 @@ static uint64_t now_ns(void)
 
 /* A blocked MPI call polled and handled `events` (MPIDI_NM_progress with blocking set), in
  * interrupt mode or polling on an oversubscribed node. Interrupt mode sleeps on the event fd
- * after an empty poll. An oversubscribed rank first yields its core for
- * MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD us: the rank it waits for often shares that core and
- * then runs at once, where a sleep costs a futex wake and the scheduler's wake-up latency on
- * every message (4 ranks on 2 cores: barrier 63 us sleeping; Open MPI, which yields, 3.9 us).
- * Past that, it sleeps, so a rank blocked for long uses no CPU and a flooding sender cannot
- * keep the core from the receiver it floods (yielding alone made a 3-sender flood 10x slower). */
+ * after an empty poll. An oversubscribed rank first yields its core for OVERSUB_YIELD_US: the
+ * rank it waits for often shares that core and then runs at once, where a sleep costs a wake-up
+ * and the scheduler's latency on every message. Past that, it sleeps, so a rank blocked for
+ * long uses no CPU and a flooding sender cannot keep the core from the receiver it floods. */
 int MPIDI_AMLAPI_progress_blocked(int events)
 {
     MPIDI_AMLAPI_idle(MPIDI_AMLAPI_idle_plan(events));
@@ -90,12 +94,12 @@ int MPIDI_AMLAPI_idle_plan(int events)
         MPIDI_AMLAPI_global.idle_since = 0;
         return MPIDI_AMLAPI_IDLE_SPIN;
     }
-    if (MPIDI_AMLAPI_global.oversub && MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD > 0) {
+    if (MPIDI_AMLAPI_global.oversub) {
         uint64_t now = now_ns();
         if (MPIDI_AMLAPI_global.idle_since == 0)
             MPIDI_AMLAPI_global.idle_since = now;
         if (now - MPIDI_AMLAPI_global.idle_since <
-            (uint64_t) MPIR_CVAR_AMLAPI_OVERSUBSCRIBED_YIELD * 1000u)
+            (uint64_t) OVERSUB_YIELD_US * 1000u)
             return MPIDI_AMLAPI_IDLE_YIELD;
     }
     return MPIDI_AMLAPI_IDLE_SLEEP;

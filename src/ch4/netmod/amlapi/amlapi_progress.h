@@ -13,11 +13,10 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
         return MPIDI_AMLAPI_coproc_progressed(n);
     if (unlikely(MPIDI_AMLAPI_global.interrupt) && blocking)
         return MPIDI_AMLAPI_progress_blocked(n);
-    /* polling: an empty blocked poll pauses (MPIR_CVAR_AMLAPI_POLL_PAUSE). Back-to-back
-     * loads of the line a peer is writing take it away from the writer between its stores. */
+    /* polling: an empty blocked poll pauses once. Back-to-back loads of the line a peer is
+     * writing take it away from the writer between its stores. */
     if (blocking && n == 0)
-        for (int i = MPIDI_AMLAPI_global.poll_pause; i > 0; i--)
-            aml_cpu_relax();
+        aml_cpu_relax();
     return MPI_SUCCESS;
 }
 

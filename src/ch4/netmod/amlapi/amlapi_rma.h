@@ -7,7 +7,10 @@
  * as direct operations (amlapi_rma_win.c: a single copy on the node, UCX RMA between hosts, no
  * message at the target); the rest goes as one native amlapi message (amlapi_rma_am.c) or
  * through MPICH's generic MPIDIG layer, which calls the completion hooks below before it
- * closes an epoch, so direct operations are complete when it does. Passive-target locks of
+ * closes an epoch, so direct operations are complete when it does. Which of these four paths
+ * an operation takes is one table, rma_paths in amlapi_rma_win.c, where every entry point
+ * below leads (MPIDI_AMLAPI_rma_put & co. fill one descriptor and its dispatcher walks the
+ * operation's row). Passive-target locks of
  * those windows are amlapi's (amlapi_rma_lock.c), and so are post/start/complete/wait and
  * fence (amlapi_rma_active.c); flush, win_sync and shared_query are MPIDIG's there, over the
  * completion hooks.
@@ -114,9 +117,10 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_rget(void *origin_addr, int origin_cou
                                 target_disp, target_count, target_datatype, win, request);
 }
 
-/* ---- synchronisation and accumulates: amlapi_rma_shm.c, which hands the other windows to
- * amlapi_rma_lock.c, amlapi_rma_am.c or MPIDIG; post/start/complete/wait and fence:
- * amlapi_rma_active.c; win_sync and shared_query: MPIDIG ---- */
+/* ---- synchronisation: amlapi_rma_shm.c, which hands the other windows to amlapi_rma_lock.c
+ * or MPIDIG; post/start/complete/wait and fence: amlapi_rma_active.c; win_sync and
+ * shared_query: MPIDIG. The accumulate family below goes through amlapi_rma_win.c's table as
+ * put and get do ---- */
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_win_start(MPIR_Group * group, int assert, MPIR_Win * win)
 {

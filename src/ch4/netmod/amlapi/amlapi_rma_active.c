@@ -35,25 +35,6 @@
 #include "amlapi_impl.h"
 #include "amlapi_win.h"
 
-/*
-=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
-
-cvars:
-    - name        : MPIR_CVAR_AMLAPI_RMA_ACTIVE
-      category    : CH4_AMLAPI
-      type        : boolean
-      default     : true
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Post/start/complete/wait of windows that are not shared-memory ones are amlapi messages
-        counted per peer, and PSCW and fence waits yield on an oversubscribed node. Default on; 0:
-        MPICH's MPIDIG protocol. Every rank must use the same value.
-
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 enum {
     PS_POST = 1,
     PS_COMPLETE
@@ -77,18 +58,17 @@ struct MPIDI_AMLAPI_pscw {
 
 static unsigned long long pv_posts, pv_completes;
 
-/* PSCW is ours: a shared-memory window's always, the others' unless the CVAR says MPIDIG */
+/* PSCW is ours for every window amlapi's hooks made */
 static int native(MPIR_Win * win)
 {
-    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-    return w && (w->shm || MPIR_CVAR_AMLAPI_RMA_ACTIVE);
+    return MPIDI_AMLAPI_WIN(win) != NULL;
 }
 
 /* ... and by messages (what a PSCW message may name) */
 static int by_msg(MPIR_Win * win)
 {
     struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-    return w && !w->shm && MPIR_CVAR_AMLAPI_RMA_ACTIVE;
+    return w && !w->shm;
 }
 
 static struct MPIDI_AMLAPI_pscw *ps_of(MPIR_Win * win)
@@ -345,8 +325,6 @@ int MPIDI_AMLAPI_win_fence(int assert, MPIR_Win * win)
     int mpi_errno = MPI_SUCCESS;
     MPIR_Errflag_t errflag = MPIR_ERR_NONE;
 
-    if (!MPIR_CVAR_AMLAPI_RMA_ACTIVE)
-        return MPIDIG_mpi_win_fence(assert, win);
     MPIDIG_FENCE_EPOCH_CHECK(win, mpi_errno, goto fn_fail);
     mpi_errno = MPIDI_AMLAPI_rma_wait(win);
     MPIR_ERR_CHECK(mpi_errno);

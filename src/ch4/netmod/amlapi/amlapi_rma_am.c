@@ -40,25 +40,6 @@
 #include "amlapi_rma_lock.h"
 #include "amlapi_rma_layout.h"
 
-/*
-=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
-
-cvars:
-    - name        : MPIR_CVAR_AMLAPI_RMA_AM
-      category    : CH4_AMLAPI
-      type        : boolean
-      default     : true
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        RMA operations that are not direct transfers, on a target datatype of one basic type,
-        go as one amlapi message applied by the target's handler and one answer. Default on;
-        0: MPICH's generic active messages (MPIDIG).
-
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 enum {
     RMA_PUT = 1,
     RMA_GET,
@@ -753,7 +734,7 @@ static int am_plan(MPIR_Win * win, int target_rank, MPI_Aint target_disp, int ta
     p->tdt = MPI_DATATYPE_NULL;
     /* other windows need what win_expose learnt of each target (base, size, disp_unit);
      * a dynamic window's displacements are addresses, which only the target can check */
-    if (!MPIR_CVAR_AMLAPI_RMA_AM || !w || w->shm || (!w->targets && !dynamic))
+    if (!w || w->shm || (!w->targets && !dynamic))
         goto fn_exit;
     MPIDI_Datatype_check_contig_size_lb(target_datatype, target_count, contig, size, true_lb);
     if (!contig) {
@@ -906,15 +887,6 @@ static int origin_bytes(am_op_t * o, const void *addr, int count, MPI_Datatype d
     goto fn_exit;
 }
 
-static uint64_t fnv1a(const void *p, int len)
-{
-    const unsigned char *b = p;
-    uint64_t x = 14695981039346656037ull;
-    for (int i = 0; i < len; i++)
-        x = (x ^ b[i]) * 1099511628211ull;
-    return x;
-}
-
 /* The derived target datatype's place in the message: its slot at the target when the
  * target holds it (h->tdt = TDT_SLOT), else the slot it goes to, its flattened bytes
  * appended to the user header in hbuf (TDT_FULL). *hlen: the user header's length. */
@@ -923,7 +895,7 @@ static int ship_type(const am_plan_t * p, rma_hdr_t * h, uint64_t * hbuf, size_t
 {
     int mpi_errno = MPI_SUCCESS;
     tdt_sent_t *t = peer_entry(sent_tab, p->peer, sizeof(tdt_sent_t));
-    uint64_t hash = fnv1a(p->flat, p->flat_len);
+    uint64_t hash = vnode_fnv1a(p->flat, (size_t) p->flat_len);
     int k;
     MPIR_ERR_CHKANDJUMP(!t, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
     for (k = 0; k < TDT_SLOTS; k++)
@@ -1043,108 +1015,80 @@ static int mpidig_acc_drain(MPIR_Win * win, int target_rank)
     goto fn_exit;
 }
 
-/* The window's native accumulates answered: an accumulate MPIDIG takes next must not
- * overtake them. Direct puts and gets need no waiting for. */
+/* An accumulate that is not this path's (NOT_MINE), once the window's native accumulates
+ * are answered: the one MPIDIG takes next must not overtake them. Direct puts and gets need
+ * no waiting for. */
 static int native_acc_drain(MPIR_Win * win)
 {
     int mpi_errno = MPI_SUCCESS;
     struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
     if (w && w->acc_pending != 0)
         MPIDI_AMLAPI_WAIT_UNTIL(w->acc_pending == 0);
+    mpi_errno = MPIDI_AMLAPI_RMA_NOT_MINE;
   fn_exit:
     return mpi_errno;
   fn_fail:
     goto fn_exit;
 }
 
-int MPIDI_AMLAPI_am_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                        int target_rank, MPI_Aint target_disp, int target_count,
-                        MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request,
-                        int *handled)
+/* Put and get (amlapi_rma_win.c's table): one message, answered by an acknowledgement or the
+ * target's bytes. */
+int MPIDI_AMLAPI_am_xfer(const MPIDI_AMLAPI_rma_desc_t * d)
 {
-    int mpi_errno, ok;
-    am_plan_t p;
-    am_op_t *o = NULL;
-    const void *data;
-    rma_hdr_t h = { RMA_PUT };
-
-    mpi_errno = am_plan(win, target_rank, target_disp, target_count, target_datatype, &p, &ok);
-    *handled = ok;
-    if (!ok || mpi_errno)
-        return mpi_errno;
-    if (p.bytes == 0 || p.self) {
-        if (p.bytes && p.tdt != MPI_DATATYPE_NULL)
-            mpi_errno = MPIR_Localcopy(origin_addr, origin_count, origin_datatype, p.laddr,
-                                       target_count, target_datatype);
-        else if (p.bytes)
-            mpi_errno = MPIR_Localcopy(origin_addr, origin_count, origin_datatype, p.laddr,
-                                       (MPI_Aint) p.bytes, MPI_BYTE);
-        return mpi_errno ? mpi_errno : MPIDI_AMLAPI_rma_done_at_once(request);
-    }
-    mpi_errno = new_op(win, &p, RMA_ACK, request, &o);
-    MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = origin_bytes(o, origin_addr, origin_count, origin_datatype, &p, &data);
-    MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = send_op(win, o, &h, &p, data, p.bytes);
-    MPIR_ERR_CHECK(mpi_errno);
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    op_discard(o);
-    goto fn_exit;
-}
-
-int MPIDI_AMLAPI_am_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                        int target_rank, MPI_Aint target_disp, int target_count,
-                        MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request,
-                        int *handled)
-{
-    int mpi_errno, ok;
-    am_plan_t p;
-    am_op_t *o = NULL;
-    rma_hdr_t h = { RMA_GET };
-
-    mpi_errno = am_plan(win, target_rank, target_disp, target_count, target_datatype, &p, &ok);
-    *handled = ok;
-    if (!ok || mpi_errno)
-        return mpi_errno;
-    if (p.bytes == 0 || p.self) {
-        if (p.bytes && p.tdt != MPI_DATATYPE_NULL)
-            mpi_errno = MPIR_Localcopy(p.laddr, target_count, target_datatype, origin_addr,
-                                       origin_count, origin_datatype);
-        else if (p.bytes)
-            mpi_errno = MPIR_Localcopy(p.laddr, (MPI_Aint) p.bytes, MPI_BYTE, origin_addr,
-                                       origin_count, origin_datatype);
-        return mpi_errno ? mpi_errno : MPIDI_AMLAPI_rma_done_at_once(request);
-    }
-    mpi_errno = new_op(win, &p, RMA_DATA, request, &o);
-    MPIR_ERR_CHECK(mpi_errno);
-    o->bytes = p.bytes;
-    mpi_errno = set_result(o, origin_addr, origin_count, origin_datatype);
-    MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = send_op(win, o, &h, &p, NULL, 0);
-    MPIR_ERR_CHECK(mpi_errno);
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    op_discard(o);
-    goto fn_exit;
-}
-
-/* accumulate (result NULL) and get_accumulate / fetch_and_op */
-int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                        void *result_addr, int result_count, MPI_Datatype result_datatype,
-                        int target_rank, MPI_Aint target_disp, int target_count,
-                        MPI_Datatype target_datatype, MPI_Op op, MPIR_Win * win,
-                        MPIR_Request ** request, int fetch, int *handled)
-{
-    int mpi_errno, ok;
+    int mpi_errno, ok, put = d->kind == MPIDI_AMLAPI_RMA_PUT;
     am_plan_t p;
     am_op_t *o = NULL;
     const void *data = NULL;
+    rma_hdr_t h = { put ? RMA_PUT : RMA_GET };
+
+    mpi_errno = am_plan(d->win, d->target_rank, d->target_disp, d->target_count,
+                        d->target_datatype, &p, &ok);
+    if (mpi_errno || !ok)
+        return mpi_errno ? mpi_errno : MPIDI_AMLAPI_RMA_NOT_MINE;
+    if (p.bytes == 0 || p.self) {
+        /* p.laddr: the layout's start for a derived target, the bytes' for a contiguous one */
+        int derived = p.tdt != MPI_DATATYPE_NULL;
+        MPI_Aint tcount = derived ? d->target_count : (MPI_Aint) p.bytes;
+        MPI_Datatype tdt = derived ? d->target_datatype : MPI_BYTE;
+        if (p.bytes && put)
+            mpi_errno = MPIR_Localcopy(d->origin_addr, d->origin_count, d->origin_datatype,
+                                       p.laddr, tcount, tdt);
+        else if (p.bytes)
+            mpi_errno = MPIR_Localcopy(p.laddr, tcount, tdt, d->origin_addr, d->origin_count,
+                                       d->origin_datatype);
+        return mpi_errno ? mpi_errno : MPIDI_AMLAPI_RMA_FINISHED;
+    }
+    mpi_errno = new_op(d->win, &p, put ? RMA_ACK : RMA_DATA, d->request, &o);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (put) {
+        mpi_errno = origin_bytes(o, d->origin_addr, d->origin_count, d->origin_datatype, &p,
+                                 &data);
+    } else {
+        o->bytes = p.bytes;
+        mpi_errno = set_result(o, d->origin_addr, d->origin_count, d->origin_datatype);
+    }
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = send_op(d->win, o, &h, &p, data, put ? p.bytes : 0);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    op_discard(o);
+    goto fn_exit;
+}
+
+/* Accumulate, get_accumulate and fetch_and_op (fetch: the target's old bytes come back) */
+int MPIDI_AMLAPI_am_acc(const MPIDI_AMLAPI_rma_desc_t * d)
+{
+    int mpi_errno, ok, fetch = d->kind != MPIDI_AMLAPI_RMA_ACC;
+    am_plan_t p;
+    am_op_t *o = NULL;
+    const void *data = NULL;
+    MPI_Op op = d->op;
     rma_hdr_t h = { fetch ? RMA_GACC : RMA_ACC };
 
-    mpi_errno = am_plan(win, target_rank, target_disp, target_count, target_datatype, &p, &ok);
+    mpi_errno = am_plan(d->win, d->target_rank, d->target_disp, d->target_count,
+                        d->target_datatype, &p, &ok);
     /* an op the type does not support is MPIDIG's to refuse, as before: MPICH's own table of
      * which types each predefined op takes (not MPIR_Typerep_reduce_is_supported, which says
      * whether yaksa would apply it, and says no to everything when yaksa's reduction is off) */
@@ -1153,50 +1097,51 @@ int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype 
                  (*MPIR_OP_HDL_TO_DTYPE_FN(op)) (p.basic) != MPI_SUCCESS)) ||
                (MPI_Aint) p.bytes > acc_max))
         ok = 0;
-    *handled = ok;
-    if (!ok && !mpi_errno)
-        return native_acc_drain(win);   /* MPIDIG's, after the native ones */
     if (mpi_errno)
         return mpi_errno;
-    mpi_errno = mpidig_acc_drain(win, target_rank);
+    if (!ok)
+        return native_acc_drain(d->win);        /* MPIDIG's, after the native ones */
+    mpi_errno = mpidig_acc_drain(d->win, d->target_rank);
     MPIR_ERR_CHECK(mpi_errno);
     if (p.bytes == 0 || (op == MPI_NO_OP && !fetch))
-        return MPIDI_AMLAPI_rma_done_at_once(request);
+        return MPIDI_AMLAPI_RMA_FINISHED;
     if (p.self) {
         /* applied here, now: the target's handler for others' operations runs in this
          * thread's progress, so this is atomic with respect to them */
         /* p.laddr: the layout's start for a derived target, the bytes' for a contiguous one */
         int derived = p.tdt != MPI_DATATYPE_NULL;
         if (fetch)
-            mpi_errno = MPIR_Localcopy(p.laddr, derived ? target_count : (MPI_Aint) p.bytes,
-                                       derived ? target_datatype : MPI_BYTE, result_addr,
-                                       result_count, result_datatype);
+            mpi_errno = MPIR_Localcopy(p.laddr, derived ? d->target_count : (MPI_Aint) p.bytes,
+                                       derived ? d->target_datatype : MPI_BYTE, d->result_addr,
+                                       d->result_count, d->result_datatype);
         if (mpi_errno == MPI_SUCCESS && op != MPI_NO_OP)
-            mpi_errno = MPIDI_AMLAPI_rma_apply(origin_addr, origin_count, origin_datatype,
-                                               p.laddr, derived ? target_count : (int) p.count,
-                                               derived ? target_datatype : p.basic, op);
+            mpi_errno = MPIDI_AMLAPI_rma_apply(d->origin_addr, d->origin_count,
+                                               d->origin_datatype, p.laddr,
+                                               derived ? d->target_count : (int) p.count,
+                                               derived ? d->target_datatype : p.basic, op);
         MPIR_ERR_CHECK(mpi_errno);
-        return MPIDI_AMLAPI_rma_done_at_once(request);
+        return MPIDI_AMLAPI_RMA_FINISHED;
     }
-    mpi_errno = new_op(win, &p, fetch ? RMA_DATA : RMA_ACK, request, &o);
+    mpi_errno = new_op(d->win, &p, fetch ? RMA_DATA : RMA_ACK, d->request, &o);
     MPIR_ERR_CHECK(mpi_errno);
     o->acc = 1;
     if (op != MPI_NO_OP) {
-        mpi_errno = origin_bytes(o, origin_addr, origin_count, origin_datatype, &p, &data);
+        mpi_errno = origin_bytes(o, d->origin_addr, d->origin_count, d->origin_datatype, &p,
+                                 &data);
         MPIR_ERR_CHECK(mpi_errno);
     }
     if (fetch) {
         o->bytes = p.bytes;
-        mpi_errno = set_result(o, result_addr, result_count, result_datatype);
+        mpi_errno = set_result(o, d->result_addr, d->result_count, d->result_datatype);
         MPIR_ERR_CHECK(mpi_errno);
     }
     h.op = op;
     if (op == MPI_NO_OP) {
         /* a fetch only: a get that the target answers the same way */
         h.kind = RMA_GET;
-        mpi_errno = send_op(win, o, &h, &p, NULL, 0);
+        mpi_errno = send_op(d->win, o, &h, &p, NULL, 0);
     } else {
-        mpi_errno = send_op(win, o, &h, &p, data, p.bytes);
+        mpi_errno = send_op(d->win, o, &h, &p, data, p.bytes);
     }
     MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
@@ -1206,9 +1151,7 @@ int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype 
     goto fn_exit;
 }
 
-int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void *result_addr,
-                        MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
-                        MPIR_Win * win, int *handled)
+int MPIDI_AMLAPI_am_cas(const MPIDI_AMLAPI_rma_desc_t * d)
 {
     int mpi_errno, ok;
     am_plan_t p;
@@ -1216,32 +1159,31 @@ int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void 
     rma_hdr_t h = { RMA_CAS };
     char *two = NULL;
 
-    mpi_errno = am_plan(win, target_rank, target_disp, 1, datatype, &p, &ok);
-    *handled = ok;
-    if (!ok && !mpi_errno)
-        return native_acc_drain(win);
+    mpi_errno = am_plan(d->win, d->target_rank, d->target_disp, 1, d->origin_datatype, &p, &ok);
     if (mpi_errno)
         return mpi_errno;
-    mpi_errno = mpidig_acc_drain(win, target_rank);
+    if (!ok)
+        return native_acc_drain(d->win);
+    mpi_errno = mpidig_acc_drain(d->win, d->target_rank);
     MPIR_ERR_CHECK(mpi_errno);
     if (p.self) {
-        memcpy(result_addr, p.laddr, p.bytes);
-        if (MPIR_Compare_equal(compare_addr, p.laddr, datatype))
-            memcpy(p.laddr, origin_addr, p.bytes);
+        memcpy(d->result_addr, p.laddr, p.bytes);
+        if (MPIR_Compare_equal(d->compare_addr, p.laddr, d->origin_datatype))
+            memcpy(p.laddr, d->origin_addr, p.bytes);
         goto fn_exit;
     }
-    mpi_errno = new_op(win, &p, RMA_DATA, NULL, &o);
+    mpi_errno = new_op(d->win, &p, RMA_DATA, NULL, &o);
     MPIR_ERR_CHECK(mpi_errno);
     o->acc = 1;
     /* origin then compare value, one buffer the op owns */
     two = MPL_malloc(2 * p.bytes, MPL_MEM_RMA);
     MPIR_ERR_CHKANDJUMP(!two, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
-    memcpy(two, origin_addr, p.bytes);
-    memcpy(two + p.bytes, compare_addr, p.bytes);
+    memcpy(two, d->origin_addr, p.bytes);
+    memcpy(two + p.bytes, d->compare_addr, p.bytes);
     o->tmp = two;
     o->bytes = p.bytes;
-    o->dst = result_addr;
-    mpi_errno = send_op(win, o, &h, &p, two, 2 * p.bytes);
+    o->dst = d->result_addr;
+    mpi_errno = send_op(d->win, o, &h, &p, two, 2 * p.bytes);
     MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     return mpi_errno;
@@ -1254,7 +1196,7 @@ void MPIDI_AMLAPI_rma_am_pvars(void)
 {
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_am_ops", &pv_msgs,
                               "RMA operations this rank sent as native amlapi messages "
-                              "(MPIR_CVAR_AMLAPI_RMA_AM) instead of MPIDIG's");
+                              "instead of MPIDIG's");
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_am_target_bytes", &pv_bytes,
                               "data bytes this rank received in native RMA messages as a target");
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_am_types_shipped", &pv_types_shipped,

@@ -48,25 +48,6 @@
 #include "amlapi_win.h"
 #include "amlapi_rma_lock.h"
 
-/*
-=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
-
-cvars:
-    - name        : MPIR_CVAR_AMLAPI_RMA_LOCK
-      category    : CH4_AMLAPI
-      type        : boolean
-      default     : true
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        Passive-target locks of windows that are not shared-memory ones are amlapi's own, acquired
-        by the first operation to a target and released without waiting. Default on; 0: MPICH's
-        MPIDIG lock protocol. Every rank must use the same value.
-
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 enum {
     LK_REQ = 1,
     LK_GRANT,
@@ -123,16 +104,15 @@ struct MPIDI_AMLAPI_lk {
 
 static unsigned long long pv_requests, pv_carried, pv_queued, pv_elided;
 
-/* Not for MPI_Win_allocate_shared windows that are not shared-memory ones
- * (MPIR_CVAR_AMLAPI_RMA_SHM=0): their ranks may load and store each other's memory through
- * MPI_Win_shared_query inside an epoch that issues no RMA operation, so a lock asked for at
- * the first operation would not protect them. Every rank decides alike (the flavor and
- * w->shm are collective). */
+/* Not for MPI_Win_allocate_shared windows that are not shared-memory ones (one rank, or
+ * amlapi_rma_shm.c could not set the window up): their ranks may load and store each
+ * other's memory through MPI_Win_shared_query inside an epoch that issues no RMA operation,
+ * so a lock asked for at the first operation would not protect them. Every rank decides
+ * alike (the flavor and w->shm are collective). */
 static int native(MPIR_Win * win)
 {
     struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-    return MPIR_CVAR_AMLAPI_RMA_LOCK && w && !w->shm &&
-        win->create_flavor != MPI_WIN_FLAVOR_SHARED;
+    return w && !w->shm && win->create_flavor != MPI_WIN_FLAVOR_SHARED;
 }
 
 /* the window's lock state, made on first use; NULL when out of memory */

@@ -87,7 +87,7 @@ static bool can_share(MPIR_Win * win, int by_copy)
     MPIR_Comm *comm = win->comm_ptr, *node = comm->node_comm;
     int n = comm->local_size;
 
-    if (!MPIR_CVAR_AMLAPI_RMA_SHM || n < 2 || !node || node->local_size != n)
+    if (n < 2 || !node || node->local_size != n)
         return false;
     if (!by_copy)
         return MPIDIG_WIN(win, shared_table) != NULL;
@@ -643,55 +643,42 @@ static int copy_xfer(struct shm_target *t, int write, void *local, int local_cou
     goto fn_exit;
 }
 
-/* A put (write) or get between local memory and the target's: one copy. */
-static int shm_xfer(MPIR_Win * win, int write, void *local, int local_count,
-                    MPI_Datatype local_datatype, int target_rank, MPI_Aint target_disp,
-                    int target_count, MPI_Datatype target_datatype, MPIR_Request ** request)
+/* Put and get (amlapi_rma_win.c's table): one copy between the origin's memory and the
+ * target's. */
+int MPIDI_AMLAPI_shm_xfer(const MPIDI_AMLAPI_rma_desc_t * d)
 {
-    int mpi_errno;
+    int mpi_errno, write = d->kind == MPIDI_AMLAPI_RMA_PUT;
+    struct MPIDI_AMLAPI_shmwin *s = shmwin(d->win);
     struct shm_target *t;
-    char *addr;
+    char *addr, *local = d->origin_addr;
     MPI_Aint bytes;
 
-    mpi_errno = target_of(win, shmwin(win), target_rank, target_disp, target_count,
-                          target_datatype, &t, &addr, &bytes);
+    if (!s)
+        return MPIDI_AMLAPI_RMA_NOT_MINE;
+    mpi_errno = target_of(d->win, s, d->target_rank, d->target_disp, d->target_count,
+                          d->target_datatype, &t, &addr, &bytes);
     MPIR_ERR_CHECK(mpi_errno);
     if (bytes > 0) {
         if (t->key)
-            mpi_errno = copy_xfer(t, write, local, local_count, local_datatype, addr,
-                                  target_count, target_datatype, bytes);
-        else if (MPIDI_AMLAPI_same_basic(local_datatype, local_count, target_datatype, target_count))
+            mpi_errno = copy_xfer(t, write, local, d->origin_count, d->origin_datatype, addr,
+                                  d->target_count, d->target_datatype, bytes);
+        else if (MPIDI_AMLAPI_same_basic(d->origin_datatype, d->origin_count,
+                                         d->target_datatype, d->target_count))
             shm_copy(write ? addr : local, write ? local : addr, bytes);
         else if (write)
-            mpi_errno = MPIR_Localcopy(local, local_count, local_datatype, addr, target_count,
-                                       target_datatype);
+            mpi_errno = MPIR_Localcopy(local, d->origin_count, d->origin_datatype, addr,
+                                       d->target_count, d->target_datatype);
         else
-            mpi_errno = MPIR_Localcopy(addr, target_count, target_datatype, local, local_count,
-                                       local_datatype);
+            mpi_errno = MPIR_Localcopy(addr, d->target_count, d->target_datatype, local,
+                                       d->origin_count, d->origin_datatype);
         MPIR_ERR_CHECK(mpi_errno);
         pv_ops++;
     }
-    mpi_errno = MPIDI_AMLAPI_rma_done_at_once(request);
+    mpi_errno = MPIDI_AMLAPI_RMA_FINISHED;
   fn_exit:
     return mpi_errno;
   fn_fail:
     goto fn_exit;
-}
-
-int MPIDI_AMLAPI_shm_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                         int target_rank, MPI_Aint target_disp, int target_count,
-                         MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request)
-{
-    return shm_xfer(win, 1, (void *) origin_addr, origin_count, origin_datatype, target_rank,
-                    target_disp, target_count, target_datatype, request);
-}
-
-int MPIDI_AMLAPI_shm_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                         int target_rank, MPI_Aint target_disp, int target_count,
-                         MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request)
-{
-    return shm_xfer(win, 0, origin_addr, origin_count, origin_datatype, target_rank,
-                    target_disp, target_count, target_datatype, request);
 }
 
 /* The accumulate family at a target reached by single copy, under the target's mutex: its
@@ -760,194 +747,80 @@ static int acc_by_copy(struct shm_target *t, const void *origin_addr, int origin
     goto fn_exit;
 }
 
-int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                         int target_rank, MPI_Aint target_disp, int target_count,
-                         MPI_Datatype target_datatype, MPI_Op op, MPIR_Win * win,
-                         MPIR_Request ** request)
+/* Accumulate, get_accumulate (into d->result_addr first) and fetch_and_op, applied at the
+ * target's memory under its mutex. */
+int MPIDI_AMLAPI_shm_acc(const MPIDI_AMLAPI_rma_desc_t * d)
 {
-    int mpi_errno;
-    struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
+    int mpi_errno, fetch = d->kind != MPIDI_AMLAPI_RMA_ACC;
+    struct MPIDI_AMLAPI_shmwin *s = shmwin(d->win);
     struct shm_target *t;
     char *addr;
     MPI_Aint bytes;
 
-    if (!s) {
-        int handled;
-        mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, origin_count, origin_datatype, NULL, 0,
-                                        MPI_DATATYPE_NULL, target_rank, target_disp,
-                                        target_count, target_datatype, op, win, request, 0,
-                                        &handled);
-        if (handled || mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        if (request)
-            return MPIDIG_mpi_raccumulate(origin_addr, origin_count, origin_datatype,
-                                          target_rank, target_disp, target_count,
-                                          target_datatype, op, win, request);
-        return MPIDIG_mpi_accumulate(origin_addr, origin_count, origin_datatype, target_rank,
-                                     target_disp, target_count, target_datatype, op, win);
-    }
-    mpi_errno = target_of(win, s, target_rank, target_disp, target_count, target_datatype, &t,
-                          &addr, &bytes);
+    if (!s)
+        return MPIDI_AMLAPI_RMA_NOT_MINE;
+    mpi_errno = target_of(d->win, s, d->target_rank, d->target_disp, d->target_count,
+                          d->target_datatype, &t, &addr, &bytes);
     MPIR_ERR_CHECK(mpi_errno);
     if (bytes > 0 && t->key) {
-        mpi_errno = acc_by_copy(t, origin_addr, origin_count, origin_datatype, NULL, 0,
-                                MPI_DATATYPE_NULL, addr, target_count, target_datatype, bytes,
-                                op);
+        mpi_errno = acc_by_copy(t, d->origin_addr, d->origin_count, d->origin_datatype,
+                                fetch ? d->result_addr : NULL, d->result_count,
+                                d->result_datatype, addr, d->target_count, d->target_datatype,
+                                bytes, d->op);
         MPIR_ERR_CHECK(mpi_errno);
         pv_acc++;
     } else if (bytes > 0) {
         acc_enter(t->ctl);
-        mpi_errno = MPIDI_AMLAPI_rma_apply(origin_addr, origin_count, origin_datatype, addr,
-                                           target_count, target_datatype, op);
-        acc_exit(t->ctl);
-        MPIR_ERR_CHECK(mpi_errno);
-        pv_acc++;
-    }
-    mpi_errno = MPIDI_AMLAPI_rma_done_at_once(request);
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
-}
-
-int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
-                             MPI_Datatype origin_datatype, void *result_addr, int result_count,
-                             MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
-                             int target_count, MPI_Datatype target_datatype, MPI_Op op,
-                             MPIR_Win * win, MPIR_Request ** request)
-{
-    int mpi_errno;
-    struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
-    struct shm_target *t;
-    char *addr;
-    MPI_Aint bytes;
-
-    if (!s) {
-        int handled;
-        mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, origin_count, origin_datatype, result_addr,
-                                        result_count, result_datatype, target_rank, target_disp,
-                                        target_count, target_datatype, op, win, request, 1,
-                                        &handled);
-        if (handled || mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        if (request)
-            return MPIDIG_mpi_rget_accumulate(origin_addr, origin_count, origin_datatype,
-                                              result_addr, result_count, result_datatype,
-                                              target_rank, target_disp, target_count,
-                                              target_datatype, op, win, request);
-        return MPIDIG_mpi_get_accumulate(origin_addr, origin_count, origin_datatype,
-                                         result_addr, result_count, result_datatype,
-                                         target_rank, target_disp, target_count,
-                                         target_datatype, op, win);
-    }
-    mpi_errno = target_of(win, s, target_rank, target_disp, target_count, target_datatype, &t,
-                          &addr, &bytes);
-    MPIR_ERR_CHECK(mpi_errno);
-    if (bytes > 0 && t->key) {
-        mpi_errno = acc_by_copy(t, origin_addr, origin_count, origin_datatype, result_addr,
-                                result_count, result_datatype, addr, target_count,
-                                target_datatype, bytes, op);
-        MPIR_ERR_CHECK(mpi_errno);
-        pv_acc++;
-    } else if (bytes > 0) {
-        acc_enter(t->ctl);
-        if (MPIDI_AMLAPI_same_basic(target_datatype, target_count, result_datatype, result_count))
-            memcpy(result_addr, addr, bytes);
-        else
-            mpi_errno = MPIR_Localcopy(addr, target_count, target_datatype, result_addr,
-                                       result_count, result_datatype);
+        if (fetch && MPIDI_AMLAPI_same_basic(d->target_datatype, d->target_count,
+                                             d->result_datatype, d->result_count))
+            memcpy(d->result_addr, addr, bytes);
+        else if (fetch)
+            mpi_errno = MPIR_Localcopy(addr, d->target_count, d->target_datatype,
+                                       d->result_addr, d->result_count, d->result_datatype);
         if (mpi_errno == MPI_SUCCESS)
-            mpi_errno = MPIDI_AMLAPI_rma_apply(origin_addr, origin_count, origin_datatype, addr,
-                                               target_count, target_datatype, op);
+            mpi_errno = MPIDI_AMLAPI_rma_apply(d->origin_addr, d->origin_count,
+                                               d->origin_datatype, addr, d->target_count,
+                                               d->target_datatype, d->op);
         acc_exit(t->ctl);
         MPIR_ERR_CHECK(mpi_errno);
         pv_acc++;
     }
-    mpi_errno = MPIDI_AMLAPI_rma_done_at_once(request);
+    mpi_errno = MPIDI_AMLAPI_RMA_FINISHED;
   fn_exit:
     return mpi_errno;
   fn_fail:
     goto fn_exit;
 }
 
-/* fetch_and_op is get_accumulate of one element (its fast path is amlapi_op.c's) */
-int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
-                         int target_rank, MPI_Aint target_disp, MPI_Op op, MPIR_Win * win)
-{
-    if (!shmwin(win)) {
-        int handled;
-        int mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_am_acc(origin_addr, 1, datatype, result_addr, 1, datatype,
-                                            target_rank, target_disp, 1, datatype, op, win, NULL,
-                                            1, &handled);
-        if (handled || mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        return MPIDIG_mpi_fetch_and_op(origin_addr, result_addr, datatype, target_rank,
-                                       target_disp, op, win);
-    }
-    return MPIDI_AMLAPI_rma_get_acc(origin_addr, 1, datatype, result_addr, 1, datatype,
-                                    target_rank, target_disp, 1, datatype, op, win, NULL);
-}
-
-int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void *result_addr,
-                         MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
-                         MPIR_Win * win)
+int MPIDI_AMLAPI_shm_cas(const MPIDI_AMLAPI_rma_desc_t * d)
 {
     int mpi_errno;
-    struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
+    struct MPIDI_AMLAPI_shmwin *s = shmwin(d->win);
     struct shm_target *t;
     char *addr;
     MPI_Aint bytes;
 
-    if (!s) {
-        int handled;
-        mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_am_cas(origin_addr, compare_addr, result_addr, datatype,
-                                        target_rank, target_disp, win, &handled);
-        if (handled || mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        return MPIDIG_mpi_compare_and_swap(origin_addr, compare_addr, result_addr, datatype,
-                                           target_rank, target_disp, win);
-    }
-    mpi_errno = target_of(win, s, target_rank, target_disp, 1, datatype, &t, &addr, &bytes);
+    if (!s)
+        return MPIDI_AMLAPI_RMA_NOT_MINE;
+    mpi_errno = target_of(d->win, s, d->target_rank, d->target_disp, 1, d->origin_datatype, &t,
+                          &addr, &bytes);
     MPIR_ERR_CHECK(mpi_errno);
     if (bytes > 0 && t->key) {
         /* read, compare here, write back only on a match */
         pv_copy_ops++;
         acc_enter(t->ctl);
-        mpi_errno = piece(t, 0, result_addr, addr, bytes);
-        if (mpi_errno == MPI_SUCCESS && MPIR_Compare_equal(compare_addr, result_addr, datatype))
-            mpi_errno = piece(t, 1, (void *) origin_addr, addr, bytes);
+        mpi_errno = piece(t, 0, d->result_addr, addr, bytes);
+        if (mpi_errno == MPI_SUCCESS &&
+            MPIR_Compare_equal(d->compare_addr, d->result_addr, d->origin_datatype))
+            mpi_errno = piece(t, 1, d->origin_addr, addr, bytes);
         acc_exit(t->ctl);
         MPIR_ERR_CHECK(mpi_errno);
         pv_acc++;
     } else if (bytes > 0) {
         acc_enter(t->ctl);
-        memcpy(result_addr, addr, bytes);
-        if (MPIR_Compare_equal(compare_addr, addr, datatype))
-            memcpy(addr, origin_addr, bytes);
+        memcpy(d->result_addr, addr, bytes);
+        if (MPIR_Compare_equal(d->compare_addr, addr, d->origin_datatype))
+            memcpy(addr, d->origin_addr, bytes);
         acc_exit(t->ctl);
         pv_acc++;
     }
@@ -960,8 +833,8 @@ int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void
 void MPIDI_AMLAPI_shm_win_pvars(void)
 {
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_shm_ops", &pv_ops,
-                              "puts and gets done as copies in a shared-memory window "
-                              "(MPIR_CVAR_AMLAPI_RMA_SHM)");
+                              "puts and gets done as copies in a shared-memory window (one "
+                              "whose ranks all share a node)");
     MPIDI_AMLAPI_PVAR_COUNTER("amlapi_rma_shm_atomics", &pv_acc,
                               "accumulate, get_accumulate, fetch_and_op and compare_and_swap "
                               "applied at the target's memory under its mutex");

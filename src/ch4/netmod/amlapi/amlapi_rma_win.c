@@ -10,24 +10,29 @@
  * every operation first takes its target's lock when a lock epoch has not yet
  * (amlapi_rma_lock.c).
  *
+ * Every RMA operation starts here (MPIDI_AMLAPI_rma_put & co.): one descriptor
+ * (MPIDI_AMLAPI_rma_desc_t, amlapi_win.h) and one table, rma_paths, that lists for each kind
+ * of operation its paths in the order they are tried -- shared-memory window
+ * (amlapi_rma_shm.c), direct operation (below), native message (amlapi_rma_am.c), MPIDIG --
+ * each of which takes the operation or says MPIDI_AMLAPI_RMA_NOT_MINE. rma_dispatch walks
+ * the row and does once what every path shared: the lock request before the paths of a
+ * window that is not a shared-memory one, and the request of an operation that finished in
+ * the call.
+ *
  * Only transfers of at least the target's eager limit go direct (aml_xkey_threshold): below
- * it an active message through the FIFOs or UCX is cheaper (measured on the node: an 8-byte
- * put under a lock 5.4 us direct, 1.8 us through MPIDIG). At the limit itself (64 KiB on the
- * node) direct wins: two cores share the copy (vnode_share.c), 12.2-14.6 GB/s under a lock
- * where the FIFOs give 19.7 or 8.5-9.3 depending on the VM's phase, Open MPI 10.5. Where UCX's RMA is software run by
- * the target's progress (tcp, or no RMA lane: aml_xkey_soft), it needs the target as a
- * message does and moves large data slower than UCX's message rendezvous, so above
- * MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX those go as native messages (between two test hosts,
- * 1 MiB: get 1040 against 340 us, put 1122 against 351). A put completes when its data is at
- * the target (aml_put_direct), so flush_local waits as long as flush: simpler, and a single
- * copy is complete at return anyway.
+ * it an active message through the FIFOs or UCX is cheaper; from it, on the node, two cores
+ * share the copy (vnode_share.c). Where UCX's RMA is software run by the target's progress
+ * (tcp, or no RMA lane: aml_xkey_soft), it needs the target as a message does and moves large
+ * data slower than UCX's message rendezvous, so above MPIR_CVAR_AMLAPI_RMA_DIRECT_SOFT_MAX
+ * those go as native messages (docs/benchmarks/2026-11-26-rma.md has the measurements). A put
+ * completes when its data is at the target (aml_put_direct), so flush_local waits as long as
+ * flush: simpler, and a single copy is complete at return anyway.
  */
 
 #include "mpidimpl.h"
 #include "amlapi_impl.h"
 #include "amlapi_win.h"
 #include "amlapi_rma_lock.h"
-
 
 /* what each rank tells the others at window creation */
 typedef struct {
@@ -90,9 +95,6 @@ static int win_expose(MPIR_Win * win)
     char *keys = NULL;
     const void *key = NULL;
     size_t key_len = 0;
-
-    if (!MPIR_CVAR_AMLAPI_RMA_DIRECT)
-        goto fn_exit;
 
     if (win->size > 0 && win->base) {
         rc = aml_xmem_expose(aml, win->base, (size_t) win->size, &w->xmem);
@@ -414,143 +416,255 @@ static int issue(struct MPIDI_AMLAPI_win *w, const plan_t * p, void *local, int 
     goto fn_exit;
 }
 
+/* The direct path of a put (write) or get: p->bytes between the origin and the target's
+ * memory with no message, where plan() allows. */
+MPL_STATIC_INLINE_PREFIX int direct_xfer(const MPIDI_AMLAPI_rma_desc_t * d, int write)
+{
+    int mpi_errno, generic;
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(d->win);
+    void *local, *target;
+    rma_op_t *o = NULL;
+    plan_t p;
+
+    mpi_errno = plan(d->win, d->origin_count, d->origin_datatype, d->target_rank,
+                     d->target_disp, d->target_count, d->target_datatype, &p, &generic);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (generic)
+        return MPIDI_AMLAPI_RMA_NOT_MINE;
+    /* a direct operation touches the target's memory with no message: after the grant */
+    mpi_errno = MPIDI_AMLAPI_need_grant(d->win, d->target_rank);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (p.bytes == 0)
+        return MPIDI_AMLAPI_RMA_FINISHED;
+    if (p.self) {
+        target = (void *) (uintptr_t) p.raddr;
+        if (write)
+            mpi_errno = MPIR_Localcopy(d->origin_addr, d->origin_count, d->origin_datatype,
+                                       target, (MPI_Aint) p.bytes, MPI_BYTE);
+        else
+            mpi_errno = MPIR_Localcopy(target, (MPI_Aint) p.bytes, MPI_BYTE, d->origin_addr,
+                                       d->origin_count, d->origin_datatype);
+        MPIR_ERR_CHECK(mpi_errno);
+        return MPIDI_AMLAPI_RMA_FINISHED;
+    }
+    mpi_errno = new_op(w, d->request, p.origin_contig, &o);
+    MPIR_ERR_CHECK(mpi_errno);
+    local = MPIR_get_contig_ptr(d->origin_addr, p.origin_true_lb);
+    if (!p.origin_contig && write) {
+        mpi_errno = MPIDI_AMLAPI_pack(d->origin_addr, d->origin_count, d->origin_datatype,
+                                      (MPI_Aint) p.bytes, &o->tmp);
+        MPIR_ERR_CHECK(mpi_errno);
+        local = o->tmp;
+    } else if (!p.origin_contig) {
+        /* the data comes to a staging buffer, unpacked into the origin at completion */
+        o->tmp = MPL_malloc(p.bytes, MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!o->tmp, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+        o->origin = d->origin_addr;
+        o->count = d->origin_count;
+        o->dt = d->origin_datatype;
+        MPIR_Datatype_add_ref_if_not_builtin(d->origin_datatype);
+        local = o->tmp;
+    }
+    mpi_errno = issue(w, &p, local, write, o);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    op_free(o);
+    goto fn_exit;
+}
+
+MPL_STATIC_INLINE_PREFIX int direct_put(const MPIDI_AMLAPI_rma_desc_t * d)
+{
+    return direct_xfer(d, 1);
+}
+
+MPL_STATIC_INLINE_PREFIX int direct_get(const MPIDI_AMLAPI_rma_desc_t * d)
+{
+    return direct_xfer(d, 0);
+}
+
+/* The last path: MPICH's generic active messages take whatever no other path did. The
+ * target cannot hold their messages back until it grants its lock: the grant first. */
+static int mpidig(const MPIDI_AMLAPI_rma_desc_t * d)
+{
+    int mpi_errno = MPIDI_AMLAPI_need_grant(d->win, d->target_rank);
+    void *o = d->origin_addr, *r = d->result_addr;
+    int oc = d->origin_count, rcount = d->result_count, rank = d->target_rank;
+    int tc = d->target_count;
+    MPI_Datatype odt = d->origin_datatype, rdt = d->result_datatype, tdt = d->target_datatype;
+    MPI_Aint disp = d->target_disp;
+
+    if (mpi_errno)
+        return mpi_errno;
+    switch (d->kind) {
+        case MPIDI_AMLAPI_RMA_PUT:
+            return d->request ?
+                MPIDIG_mpi_rput(o, oc, odt, rank, disp, tc, tdt, d->win, d->request) :
+                MPIDIG_mpi_put(o, oc, odt, rank, disp, tc, tdt, d->win);
+        case MPIDI_AMLAPI_RMA_GET:
+            return d->request ?
+                MPIDIG_mpi_rget(o, oc, odt, rank, disp, tc, tdt, d->win, d->request) :
+                MPIDIG_mpi_get(o, oc, odt, rank, disp, tc, tdt, d->win);
+        case MPIDI_AMLAPI_RMA_ACC:
+            return d->request ?
+                MPIDIG_mpi_raccumulate(o, oc, odt, rank, disp, tc, tdt, d->op, d->win,
+                                       d->request) :
+                MPIDIG_mpi_accumulate(o, oc, odt, rank, disp, tc, tdt, d->op, d->win);
+        case MPIDI_AMLAPI_RMA_GACC:
+            return d->request ?
+                MPIDIG_mpi_rget_accumulate(o, oc, odt, r, rcount, rdt, rank, disp, tc, tdt,
+                                           d->op, d->win, d->request) :
+                MPIDIG_mpi_get_accumulate(o, oc, odt, r, rcount, rdt, rank, disp, tc, tdt,
+                                          d->op, d->win);
+        case MPIDI_AMLAPI_RMA_FOP:
+            return MPIDIG_mpi_fetch_and_op(o, r, odt, rank, disp, d->op, d->win);
+        default:
+            return MPIDIG_mpi_compare_and_swap(o, d->compare_addr, r, odt, rank, disp, d->win);
+    }
+}
+
+/* ---- the one decision: every operation's paths, in the order they are tried ----------- */
+
+typedef int (*rma_path_fn) (const MPIDI_AMLAPI_rma_desc_t * d);
+
+typedef struct {
+    rma_path_fn shm;            /* a shared-memory window's (amlapi_rma_shm.c): all of it, and
+                                 * no other window's */
+    rma_path_fn direct;         /* no message at the target (above); NULL: none of the kind */
+    rma_path_fn native;         /* one native amlapi message (amlapi_rma_am.c) */
+    rma_path_fn mpidig;         /* MPIDIG's, which never says NOT_MINE */
+} rma_paths_t;
+
+static const rma_paths_t rma_paths[MPIDI_AMLAPI_RMA_KINDS] = {
+    /* *INDENT-OFF* */
+    /*                          shared memory          direct      native message        */
+    [MPIDI_AMLAPI_RMA_PUT]  = { MPIDI_AMLAPI_shm_xfer, direct_put, MPIDI_AMLAPI_am_xfer, mpidig },
+    [MPIDI_AMLAPI_RMA_GET]  = { MPIDI_AMLAPI_shm_xfer, direct_get, MPIDI_AMLAPI_am_xfer, mpidig },
+    [MPIDI_AMLAPI_RMA_ACC]  = { MPIDI_AMLAPI_shm_acc,  NULL,       MPIDI_AMLAPI_am_acc,  mpidig },
+    [MPIDI_AMLAPI_RMA_GACC] = { MPIDI_AMLAPI_shm_acc,  NULL,       MPIDI_AMLAPI_am_acc,  mpidig },
+    [MPIDI_AMLAPI_RMA_FOP]  = { MPIDI_AMLAPI_shm_acc,  NULL,       MPIDI_AMLAPI_am_acc,  mpidig },
+    [MPIDI_AMLAPI_RMA_CAS]  = { MPIDI_AMLAPI_shm_cas,  NULL,       MPIDI_AMLAPI_am_cas,  mpidig },
+    /* *INDENT-ON* */
+};
+
+/* rput/rget/raccumulate/rget_accumulate that finished in the call: a complete request */
+static int done_at_once(MPIR_Request ** request)
+{
+    int mpi_errno = MPI_SUCCESS;
+    if (request) {
+        *request = MPIR_Request_create_complete(MPIR_REQUEST_KIND__RMA);
+        MPIR_ERR_CHKANDSTMT(*request == NULL, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail,
+                            "**nomemreq");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* The dispatcher: d's row of the table, path after path until one takes it. Whether the
+ * shared-memory path is the operation's is the window's (w->shm, fixed at its creation), so
+ * that is asked here, inline, not of the path. Any other window has amlapi_rma_lock.c's
+ * passive-target locks: before its paths the first operation of an epoch to a target asks
+ * for the target's lock, without waiting (a native message carries the request, the direct
+ * and MPIDIG paths wait for the grant). Inlined into each entry point below with d->kind a
+ * constant, so the row's paths are the direct calls of a cascade written out. */
+ATTRIBUTE((always_inline)) static inline int rma_dispatch(const MPIDI_AMLAPI_rma_desc_t * d)
+{
+    const rma_paths_t *row = &rma_paths[d->kind];
+    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(d->win);
+    int mpi_errno;
+
+    if (w && w->shm) {
+        mpi_errno = row->shm(d);
+    } else {
+        mpi_errno = MPIDI_AMLAPI_before_op(d->win, d->target_rank);
+        if (mpi_errno == MPI_SUCCESS)
+            mpi_errno = row->direct ? row->direct(d) : MPIDI_AMLAPI_RMA_NOT_MINE;
+        if (mpi_errno == MPIDI_AMLAPI_RMA_NOT_MINE)
+            mpi_errno = row->native(d);
+        if (mpi_errno == MPIDI_AMLAPI_RMA_NOT_MINE)
+            mpi_errno = row->mpidig(d);
+    }
+    if (mpi_errno == MPIDI_AMLAPI_RMA_FINISHED)
+        mpi_errno = done_at_once(d->request);
+    return mpi_errno;
+}
+
+/* ---- the entry points (amlapi_rma.h): one descriptor each ----------------------------- */
+
 int MPIDI_AMLAPI_rma_put(const void *origin_addr, int origin_count,
                          MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
                          int target_count, MPI_Datatype target_datatype, MPIR_Win * win,
                          MPIR_Request ** request)
 {
-    int mpi_errno = MPI_SUCCESS, generic;
-    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-    const void *src;
-    rma_op_t *o = NULL;
-    plan_t p;
-
-    if (w && w->shm)
-        return MPIDI_AMLAPI_shm_put(origin_addr, origin_count, origin_datatype, target_rank,
-                                    target_disp, target_count, target_datatype, win, request);
-    mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
-    MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = plan(win, origin_count, origin_datatype, target_rank, target_disp,
-                     target_count, target_datatype, &p, &generic);
-    MPIR_ERR_CHECK(mpi_errno);
-    if (generic) {
-        int handled;
-        /* a contiguous target: one native message (amlapi_rma_am.c) */
-        mpi_errno = MPIDI_AMLAPI_am_put(origin_addr, origin_count, origin_datatype, target_rank,
-                                        target_disp, target_count, target_datatype, win, request,
-                                        &handled);
-        if (handled || mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        if (request)
-            return MPIDIG_mpi_rput(origin_addr, origin_count, origin_datatype, target_rank,
-                                   target_disp, target_count, target_datatype, win, request);
-        return MPIDIG_mpi_put(origin_addr, origin_count, origin_datatype, target_rank,
-                              target_disp, target_count, target_datatype, win);
-    }
-    /* a direct operation touches the target's memory with no message: after the grant */
-    mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
-    MPIR_ERR_CHECK(mpi_errno);
-    if (p.bytes == 0)
-        goto fn_exit_done;
-    if (p.self) {
-        mpi_errno = MPIR_Localcopy(origin_addr, origin_count, origin_datatype,
-                                   (void *) (uintptr_t) p.raddr, (MPI_Aint) p.bytes, MPI_BYTE);
-        MPIR_ERR_CHECK(mpi_errno);
-        goto fn_exit_done;
-    }
-    mpi_errno = new_op(w, request, p.origin_contig, &o);
-    MPIR_ERR_CHECK(mpi_errno);
-    src = MPIR_get_contig_ptr(origin_addr, p.origin_true_lb);
-    if (!p.origin_contig) {
-        mpi_errno = MPIDI_AMLAPI_pack(origin_addr, origin_count, origin_datatype,
-                                      (MPI_Aint) p.bytes, &o->tmp);
-        MPIR_ERR_CHECK(mpi_errno);
-        src = o->tmp;
-    }
-    mpi_errno = issue(w, &p, (void *) src, 1, o);
-    MPIR_ERR_CHECK(mpi_errno);
-  fn_exit:
-    return mpi_errno;
-  fn_exit_done:
-    mpi_errno = MPIDI_AMLAPI_rma_done_at_once(request);
-    goto fn_exit;
-  fn_fail:
-    op_free(o);
-    goto fn_exit;
+    MPIDI_AMLAPI_rma_desc_t d = {
+        MPIDI_AMLAPI_RMA_PUT, (void *) origin_addr, origin_count, origin_datatype, NULL, 0,
+        MPI_DATATYPE_NULL, NULL, target_rank, target_disp, target_count, target_datatype,
+        MPI_OP_NULL, win, request
+    };
+    return rma_dispatch(&d);
 }
 
 int MPIDI_AMLAPI_rma_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
                          int target_rank, MPI_Aint target_disp, int target_count,
                          MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request)
 {
-    int mpi_errno = MPI_SUCCESS, generic;
-    struct MPIDI_AMLAPI_win *w = MPIDI_AMLAPI_WIN(win);
-    void *dst;
-    rma_op_t *o = NULL;
-    plan_t p;
+    MPIDI_AMLAPI_rma_desc_t d = {
+        MPIDI_AMLAPI_RMA_GET, origin_addr, origin_count, origin_datatype, NULL, 0,
+        MPI_DATATYPE_NULL, NULL, target_rank, target_disp, target_count, target_datatype,
+        MPI_OP_NULL, win, request
+    };
+    return rma_dispatch(&d);
+}
 
-    if (w && w->shm)
-        return MPIDI_AMLAPI_shm_get(origin_addr, origin_count, origin_datatype, target_rank,
-                                    target_disp, target_count, target_datatype, win, request);
-    mpi_errno = MPIDI_AMLAPI_before_op(win, target_rank);
-    MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = plan(win, origin_count, origin_datatype, target_rank, target_disp,
-                     target_count, target_datatype, &p, &generic);
-    MPIR_ERR_CHECK(mpi_errno);
-    if (generic) {
-        int handled;
-        /* a contiguous target: one native message (amlapi_rma_am.c) */
-        mpi_errno = MPIDI_AMLAPI_am_get(origin_addr, origin_count, origin_datatype, target_rank,
-                                        target_disp, target_count, target_datatype, win, request,
-                                        &handled);
-        if (handled || mpi_errno)
-            return mpi_errno;
-        mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
-        if (mpi_errno)
-            return mpi_errno;
-        if (request)
-            return MPIDIG_mpi_rget(origin_addr, origin_count, origin_datatype, target_rank,
-                                   target_disp, target_count, target_datatype, win, request);
-        return MPIDIG_mpi_get(origin_addr, origin_count, origin_datatype, target_rank,
-                              target_disp, target_count, target_datatype, win);
-    }
-    /* a direct operation touches the target's memory with no message: after the grant */
-    mpi_errno = MPIDI_AMLAPI_need_grant(win, target_rank);
-    MPIR_ERR_CHECK(mpi_errno);
-    if (p.bytes == 0)
-        goto fn_exit_done;
-    if (p.self) {
-        mpi_errno = MPIR_Localcopy((void *) (uintptr_t) p.raddr, (MPI_Aint) p.bytes, MPI_BYTE,
-                                   origin_addr, origin_count, origin_datatype);
-        MPIR_ERR_CHECK(mpi_errno);
-        goto fn_exit_done;
-    }
-    mpi_errno = new_op(w, request, p.origin_contig, &o);
-    MPIR_ERR_CHECK(mpi_errno);
-    dst = MPIR_get_contig_ptr(origin_addr, p.origin_true_lb);
-    if (!p.origin_contig) {
-        /* the data comes to a staging buffer, unpacked into the origin at completion */
-        o->tmp = MPL_malloc(p.bytes, MPL_MEM_RMA);
-        MPIR_ERR_CHKANDJUMP(!o->tmp, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
-        o->origin = origin_addr;
-        o->count = origin_count;
-        o->dt = origin_datatype;
-        MPIR_Datatype_add_ref_if_not_builtin(origin_datatype);
-        dst = o->tmp;
-    }
-    mpi_errno = issue(w, &p, dst, 0, o);
-    MPIR_ERR_CHECK(mpi_errno);
-  fn_exit:
-    return mpi_errno;
-  fn_exit_done:
-    mpi_errno = MPIDI_AMLAPI_rma_done_at_once(request);
-    goto fn_exit;
-  fn_fail:
-    op_free(o);
-    goto fn_exit;
+int MPIDI_AMLAPI_rma_acc(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                         int target_rank, MPI_Aint target_disp, int target_count,
+                         MPI_Datatype target_datatype, MPI_Op op, MPIR_Win * win,
+                         MPIR_Request ** request)
+{
+    MPIDI_AMLAPI_rma_desc_t d = {
+        MPIDI_AMLAPI_RMA_ACC, (void *) origin_addr, origin_count, origin_datatype, NULL, 0,
+        MPI_DATATYPE_NULL, NULL, target_rank, target_disp, target_count, target_datatype, op,
+        win, request
+    };
+    return rma_dispatch(&d);
+}
+
+int MPIDI_AMLAPI_rma_get_acc(const void *origin_addr, int origin_count,
+                             MPI_Datatype origin_datatype, void *result_addr, int result_count,
+                             MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                             int target_count, MPI_Datatype target_datatype, MPI_Op op,
+                             MPIR_Win * win, MPIR_Request ** request)
+{
+    MPIDI_AMLAPI_rma_desc_t d = {
+        MPIDI_AMLAPI_RMA_GACC, (void *) origin_addr, origin_count, origin_datatype, result_addr,
+        result_count, result_datatype, NULL, target_rank, target_disp, target_count,
+        target_datatype, op, win, request
+    };
+    return rma_dispatch(&d);
+}
+
+int MPIDI_AMLAPI_rma_fop(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
+                         int target_rank, MPI_Aint target_disp, MPI_Op op, MPIR_Win * win)
+{
+    MPIDI_AMLAPI_rma_desc_t d = {
+        MPIDI_AMLAPI_RMA_FOP, (void *) origin_addr, 1, datatype, result_addr, 1, datatype, NULL,
+        target_rank, target_disp, 1, datatype, op, win, NULL
+    };
+    return rma_dispatch(&d);
+}
+
+int MPIDI_AMLAPI_rma_cas(const void *origin_addr, const void *compare_addr, void *result_addr,
+                         MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
+                         MPIR_Win * win)
+{
+    MPIDI_AMLAPI_rma_desc_t d = {
+        MPIDI_AMLAPI_RMA_CAS, (void *) origin_addr, 1, datatype, result_addr, 1, datatype,
+        compare_addr, target_rank, target_disp, 1, datatype, MPI_OP_NULL, win, NULL
+    };
+    return rma_dispatch(&d);
 }
 
 void MPIDI_AMLAPI_win_pvars(void)

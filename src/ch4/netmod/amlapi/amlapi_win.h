@@ -1,7 +1,8 @@
 /*
  * amlapi netmod: a window's state (MPIR_Win's dev.netmod.amlapi.w). amlapi_rma_win.c makes it and
  * does direct operations through aml; amlapi_rma_shm.c does everything of a window whose
- * ranks share one node's memory with loads and stores.
+ * ranks share one node's memory with loads and stores. Also the descriptor of one RMA
+ * operation that every path of amlapi_rma_win.c's table takes (MPIDI_AMLAPI_rma_desc_t).
  */
 #ifndef AMLAPI_WIN_H_INCLUDED
 #define AMLAPI_WIN_H_INCLUDED
@@ -42,31 +43,51 @@ struct MPIDI_AMLAPI_win {
 
 #define MPIDI_AMLAPI_WIN(win) ((win)->dev.netmod.amlapi.w)
 
-/* rput/rget/raccumulate/rget_accumulate that completed in the call: a complete request */
-static inline int MPIDI_AMLAPI_rma_done_at_once(MPIR_Request ** request)
-{
-    int mpi_errno = MPI_SUCCESS;
-    if (request) {
-        *request = MPIR_Request_create_complete(MPIR_REQUEST_KIND__RMA);
-        MPIR_ERR_CHKANDSTMT(*request == NULL, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail,
-                            "**nomemreq");
-    }
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
-}
+/* ---- one RMA operation, as each of its paths sees it ----------------------------------
+ * Every operation is filled once into a descriptor and handed to the paths of its kind's row
+ * in amlapi_rma_win.c's table, in order (shared-memory window, direct operation, native
+ * message, MPIDIG) until one takes it. A path returns an MPI error code, or one of these: */
+#define MPIDI_AMLAPI_RMA_NOT_MINE (-1)  /* not this path's: the next one in the row */
+#define MPIDI_AMLAPI_RMA_FINISHED (-2)  /* taken and finished in the call: the dispatcher
+                                         * makes the request (rput & co.) a complete one */
+
+enum {
+    MPIDI_AMLAPI_RMA_PUT,       /* put, rput */
+    MPIDI_AMLAPI_RMA_GET,       /* get, rget */
+    MPIDI_AMLAPI_RMA_ACC,       /* accumulate, raccumulate */
+    MPIDI_AMLAPI_RMA_GACC,      /* get_accumulate, rget_accumulate */
+    MPIDI_AMLAPI_RMA_FOP,       /* fetch_and_op: get_accumulate of one element, but its own
+                                 * call at MPIDIG */
+    MPIDI_AMLAPI_RMA_CAS,       /* compare_and_swap */
+    MPIDI_AMLAPI_RMA_KINDS
+};
+
+typedef struct {              /* the entry points fill it in this order */
+    int kind;
+    void *origin_addr;          /* written by get, read by every other kind */
+    int origin_count;
+    MPI_Datatype origin_datatype;
+    void *result_addr;          /* get_accumulate, fetch_and_op, compare_and_swap; else NULL */
+    int result_count;
+    MPI_Datatype result_datatype;
+    const void *compare_addr;   /* compare_and_swap */
+    int target_rank;
+    MPI_Aint target_disp;
+    int target_count;
+    MPI_Datatype target_datatype;
+    MPI_Op op;                  /* the accumulate family */
+    MPIR_Win *win;
+    MPIR_Request **request;     /* rput, rget, raccumulate, rget_accumulate; else NULL */
+} MPIDI_AMLAPI_rma_desc_t;
 
 /* amlapi_rma_shm.c */
 /* by_copy: MPI_Win_create's memory, reached by single copy; else MPIDIG's shared segment */
 int MPIDI_AMLAPI_shm_win_init(MPIR_Win * win, int by_copy);
 int MPIDI_AMLAPI_shm_win_free(MPIR_Win * win);
-int MPIDI_AMLAPI_shm_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                         int target_rank, MPI_Aint target_disp, int target_count,
-                         MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request);
-int MPIDI_AMLAPI_shm_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                         int target_rank, MPI_Aint target_disp, int target_count,
-                         MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request);
+/* the shared-memory path (NOT_MINE for every other window) */
+int MPIDI_AMLAPI_shm_xfer(const MPIDI_AMLAPI_rma_desc_t * d);      /* put, get */
+int MPIDI_AMLAPI_shm_acc(const MPIDI_AMLAPI_rma_desc_t * d);       /* accumulate, get_acc., fop */
+int MPIDI_AMLAPI_shm_cas(const MPIDI_AMLAPI_rma_desc_t * d);
 void MPIDI_AMLAPI_shm_win_pvars(void);
 /* a shared-memory window's PSCW counters (complete 0: posts, 1: completes) */
 void MPIDI_AMLAPI_shm_pscw_signal(MPIR_Win * win, const int *ranks, int k, int complete);
@@ -108,25 +129,13 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_rma_wait(MPIR_Win * win)
     goto fn_exit;
 }
 
-/* amlapi_rma_am.c: native RMA messages. *handled = 0: the operation is not one of theirs
- * and the caller hands it to MPIDIG (an accumulate once the native ones are answered) */
+/* amlapi_rma_am.c: the native message path. NOT_MINE: the operation is not one of theirs
+ * (an accumulate then only once the native ones are answered, so that MPIDIG's cannot
+ * overtake them) */
 void MPIDI_AMLAPI_rma_am_pvars(void);
-int MPIDI_AMLAPI_am_put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                        int target_rank, MPI_Aint target_disp, int target_count,
-                        MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request,
-                        int *handled);
-int MPIDI_AMLAPI_am_get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                        int target_rank, MPI_Aint target_disp, int target_count,
-                        MPI_Datatype target_datatype, MPIR_Win * win, MPIR_Request ** request,
-                        int *handled);
-int MPIDI_AMLAPI_am_acc(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                        void *result_addr, int result_count, MPI_Datatype result_datatype,
-                        int target_rank, MPI_Aint target_disp, int target_count,
-                        MPI_Datatype target_datatype, MPI_Op op, MPIR_Win * win,
-                        MPIR_Request ** request, int fetch, int *handled);
-int MPIDI_AMLAPI_am_cas(const void *origin_addr, const void *compare_addr, void *result_addr,
-                        MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
-                        MPIR_Win * win, int *handled);
+int MPIDI_AMLAPI_am_xfer(const MPIDI_AMLAPI_rma_desc_t * d);       /* put, get */
+int MPIDI_AMLAPI_am_acc(const MPIDI_AMLAPI_rma_desc_t * d);        /* accumulate, get_acc., fop */
+int MPIDI_AMLAPI_am_cas(const MPIDI_AMLAPI_rma_desc_t * d);
 
 /* amlapi_rma_active.c: post/start/complete/wait (amlapi_rma.h) and fence */
 void MPIDI_AMLAPI_pscw_free(struct MPIDI_AMLAPI_win *w);

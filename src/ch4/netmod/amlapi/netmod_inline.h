@@ -1,9 +1,10 @@
 /*
  * amlapi netmod: inline entry points. Point-to-point is native (amlapi_p2p.h: matching in
- * aml header handlers). RMA: direct put/get where aml reaches the target (amlapi_rma.h), the
- * rest MPICH's generic MPIDIG; collectives are coll_torus's torus schedules where a torus is
- * known (amlapi_coll.h), else MPICH's algorithms over our point-to-point; partitioned
- * communication is MPIDIG's.
+ * aml header handlers). RMA (amlapi_rma.h): each operation takes the first path of its row
+ * in amlapi_rma_win.c's table that takes it -- shared-memory window, direct transfer, native
+ * message, MPICH's generic MPIDIG; collectives likewise from amlapi_coll.h's table --
+ * coll_torus's torus schedules, the node's shared memory, MPICH's algorithms over our
+ * point-to-point; partitioned communication is MPIDIG's.
  */
 #ifndef AMLAPI_NETMOD_INLINE_H_INCLUDED
 #define AMLAPI_NETMOD_INLINE_H_INCLUDED

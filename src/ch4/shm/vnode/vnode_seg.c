@@ -27,7 +27,7 @@ void vnode_config_default(vnode_config_t * cfg)
     cfg->max_pkt = 8248 + 1024;
     cfg->direct = 8;
     cfg->attach_timeout_ms = 60000;
-    cfg->share_min = 65536;     /* MPIR_CVAR_AMLAPI_VNODE_SHARED_COPY says why */
+    cfg->share_min = 65536;     /* below this, splitting a copy costs more than it saves */
 }
 
 static size_t round_up(size_t x, size_t a)

@@ -43,11 +43,10 @@ static inline int ct_part_order(const ct_topo *t, int j, int ord[CT_MAXDIMS], in
 /* A ring (a bcast colour) posts its receive of step (chunk) st only once that of step
  * st - CT_RECV_WINDOW has completed. Posted earlier it gains nothing (the sender's step waits
  * for the one before it anyway) and it costs: an executor looks at every request it holds at
- * each wait, and in SMPI the flows of a level start out of step and share links. Measured in
- * SMPI on 8x8x8 (maint/simulate's options), window 1 / 2 / 4 / every receive at the start:
- * allreduce 1 MiB 2026 / 2276 / - / 4083 us (bound 1997), allgather 1 KiB 541 / 705 / 1246
- * / 1264 us (bound 498); bcast 1 MiB 1201 us with 1 or 2, 64 s of host time at the start
- * against 6. */
+ * each wait, and in SMPI the flows of a level start out of step and share links. In SMPI on
+ * 8x8x8 a window of 1 was the fastest for allreduce and allgather, nearest their bounds, and
+ * cut bcast's host time (docs/benchmarks/2026-11-25-simulation.md,
+ * docs/benchmarks/2026-11-28-figures-from-the-code.md). */
 #define CT_RECV_WINDOW 1
 
 static inline int ct_nparts(const ct_topo *t)

@@ -3,8 +3,9 @@
  * once all of this one's have arrived. After dimension d a rank has heard, directly or
  * through its line, from every rank that differs from it only in dimensions up to d: after
  * the last, from everyone. log2(P) rounds, as a global dissemination, but of short hops.
- * (Sending to every rank of the line at once, 3 rounds on a 3-D torus, was 5x slower than
- * MPICH's dissemination on a simulated 8x8x8: 26.2 us against 4.9.) */
+ * (Sending to every rank of the line at once, 3 rounds on a 3-D torus, was much slower than
+ * MPICH's dissemination on a simulated 8x8x8:
+ * docs/benchmarks/2026-11-28-figures-from-the-code.md.) */
 #include "ct_algo_int.h"
 
 #include <stdlib.h>

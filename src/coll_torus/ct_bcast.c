@@ -124,8 +124,9 @@ int ct_bcast_trees(ct_sched *s, const ct_topo *t, int me, int root, int64_t coun
         double cb = sqrt(per * (m.msg_overhead + m.hop_lat) * m.link_bw / depth);
         /* at least 1 KiB: each message costs an executor a wait. The pipeline fills as deep
          * as the trees (22 hops on 8x8x8, 46 on 16x16x16), so large chunks waste the links:
-         * 1 MiB on 8x8x8 took 1526 us in 4 KiB chunks, 1288 in 2 KiB, 1181 in 1 KiB (six-tree
-         * bound 999) in SMPI */
+         * in SMPI a 1 MiB bcast on 8x8x8 came nearer the six-tree bound with each halving of
+         * the chunk down to 1 KiB (docs/benchmarks/2026-11-25-simulation.md,
+         * docs/benchmarks/2026-11-28-figures-from-the-code.md) */
         if (cb < 1024)
             cb = 1024;
         chunk = (int64_t) (cb / (double) elem_size) + 1;

@@ -138,8 +138,9 @@ static size_t round_page(size_t n)
 static int guard_on(void)
 {
     /* off by default: a protection change costs a TLB shootdown on every core the process
-     * ran on; four per hand-off took 60-80 us on this 2-core VM, more than the 1 MiB copy
-     * the hand-off saves (docs/benchmarks/2026-11-25-mps.md) */
+     * ran on; four per hand-off cost more than the 1 MiB copy the hand-off saves
+     * (docs/benchmarks/2026-11-28-figures-from-the-code.md; the hand-off:
+     * docs/benchmarks/2026-11-25-mps.md) */
     const char *e = getenv("MPS_GUARD");
     return e && *e && strcmp(e, "0");
 }

@@ -1,9 +1,9 @@
 /* Call sites whose deferral does not pay (not in the published design; measured need,
  * docs/overlap.md).
  *
- * A deferred request costs two mprotect calls and, when touched while in flight, a fault:
- * 15-35 us on this project's VM. A request the application touches within
- * MPIOVERLAP_ADAPT_NS (default 20000 ns) of the call's return gained at most that much
+ * A deferred request costs two mprotect calls and, when touched while in flight, a fault
+ * (docs/benchmarks/2026-11-28-figures-from-the-code.md). A request the application touches
+ * within MPIOVERLAP_ADAPT_NS (default 20000 ns) of the call's return gained at most that much
  * overlap, less than it cost: a ping-pong that receives and reads (or sends back) at once is
  * the typical case. Each completion of a protected request (a fault, a later call on its
  * memory, a system call, a flush) scores its call site "quick" or "slow"; a site with at least 4 quick touches and more than 3 times as many quick as

@@ -2,10 +2,10 @@
  *
  * Used for one performance decision only: a receive within one page from a rank on this
  * node arrives in about the time two mprotect calls take, so deferring it does not pay
- * (MPIOVERLAP_RECV_MIN), while from another node a network's latency (15-50 us between the
- * test cluster's hosts, more on a real 1 Gbit/s link) is worth hiding
- * (MPIOVERLAP_RECV_MIN_NET). A wrong answer (a stale cache entry after a communicator the
- * library did not see freed) changes that decision, never a result. */
+ * (MPIOVERLAP_RECV_MIN), while a network's latency from another node, on the test cluster
+ * and more so on a real 1 Gbit/s link, is worth hiding (MPIOVERLAP_RECV_MIN_NET;
+ * docs/benchmarks/2026-11-25-overlap.md). A wrong answer (a stale cache entry after a
+ * communicator the library did not see freed) changes that decision, never a result. */
 #define _GNU_SOURCE
 #include "ov.h"
 

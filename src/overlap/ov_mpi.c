@@ -80,28 +80,29 @@ static void ov_init(int required, int threads_before)
      * call would read or overwrite data in flight, silently (docs/overlap.md) */
     ov.chain_trust = (int)env_long("MPIOVERLAP_CHAIN_TRUST", 0);
     /* 0: a chain's last call completes what is done and leaves the rest to paging; 1: it
-     * waits for the whole chain. 0 recovered 92-94 % of manual overlap's gain on a paced
-     * link where 1 recovered 65-76 % (docs/benchmarks/2026-11-25-overlap.md) */
+     * waits for the whole chain, giving up the overlap of what is still in flight. 0
+     * recovered more of manual overlap's gain on a paced link
+     * (docs/benchmarks/2026-11-25-overlap.md) */
     ov.chain_wait = (int)env_long("MPIOVERLAP_CHAIN_WAIT", 0);
     ov.at_once = (int)env_long("MPIOVERLAP_ATONCE", 1);
     ov.adapt = (int)env_long("MPIOVERLAP_ADAPT", 1);
     ov.adapt_ns = env_long("MPIOVERLAP_ADAPT_NS", 20000);
-    /* A deferred receive costs two mprotect calls and maybe a fault: 3-7 us and 11-25 us on
-     * this project's VM (measured; docs/benchmarks/2026-11-25-overlap.md), more than a
-     * message within one page takes to arrive on any network here. Such receives stay
-     * blocking unless MPIOVERLAP_RECV_MIN says otherwise (0: every receive deferred, as in
-     * Natvig and Elster 2006). Small sends are cheap (a copy) and are always deferred. */
+    /* A deferred receive costs two mprotect calls and maybe a fault
+     * (docs/benchmarks/2026-11-25-overlap.md), more than a message within one page takes to
+     * arrive on any network here. Such receives stay blocking unless MPIOVERLAP_RECV_MIN says
+     * otherwise (0: every receive deferred, as in Natvig and Elster 2006). Small sends are
+     * cheap (a copy) and are always deferred. */
     ov.recv_min = (size_t)env_long("MPIOVERLAP_RECV_MIN", (long)sysconf(_SC_PAGESIZE));
     /* Natvig and Elster copy sends within a page and defer them; but such a send is eager in
      * every MPI here and returns as soon as MPI has copied it, so our copy, slot and later
-     * wait are pure cost (measured: +56 % per iteration of the SOR solver on N=64 over Open
-     * MPI). They stay blocking unless MPIOVERLAP_SEND_MIN=0. */
+     * wait are pure cost (the SOR solver over Open MPI, docs/benchmarks/2026-11-25-overlap.md).
+     * They stay blocking unless MPIOVERLAP_SEND_MIN=0. */
     ov.send_min = (size_t)env_long("MPIOVERLAP_SEND_MIN", (long)sysconf(_SC_PAGESIZE));
-    /* From another node, even a few bytes take 15-50 us (the test cluster's hosts; a real
-     * 1 Gbit/s link more): worth two mprotect calls. Measured with maint/bench-overlap
-     * --hosts=4 --rate=1gbit: the SOR solver on N=512, 4 ranks (2 KiB borders) recovered
-     * nothing with one page as the limit and all of manual overlap's gain with 0
-     * (docs/overlap.md). */
+    /* From another node, even a few bytes take longer than two mprotect calls (the test
+     * cluster's hosts; a real 1 Gbit/s link more): on the shaped test cluster the SOR
+     * solver's 2 KiB borders recovered none of manual overlap's gain while they stayed
+     * blocking, and deferred they did (docs/benchmarks/2026-11-25-overlap.md,
+     * docs/benchmarks/2026-11-28-figures-from-the-code.md, docs/overlap.md). */
     ov.recv_min_net = (size_t)env_long("MPIOVERLAP_RECV_MIN_NET", 0);
     ov_page_init();
     ov_sys_init();
@@ -189,8 +190,8 @@ static int type_span(const void *buf, MPI_Datatype dt, int count, struct ov_span
     if (count <= 0)
         return 0;
     /* predefined types are never freed, so their sizes can be kept: two MPI queries less per
-     * call on the path every blocking call takes (measured: a pass-through Sendrecv cost
-     * ~150 ns more than plain MPI with them) */
+     * call on the path every blocking call takes (they showed in the cost of a pass-through
+     * Sendrecv: docs/benchmarks/2026-11-28-figures-from-the-code.md) */
     for (int i = 0; i < nnamed; i++)
         if (named[i].dt == dt) {
             sp->len = (size_t)count * (size_t)named[i].size;

@@ -181,9 +181,9 @@ static void park_opened(void)
  *    protects the page again as the requests still on it want. No application code ran
  *    while it was open, and MPI writes its own objects there, never the requests' bytes (a
  *    receive lands in our buffer; a send is only read), so nothing needs completing: MPI's
- *    next touch faults again, which is cheaper than waiting for the requests (measured: on
- *    the SOR solver across hosts, 185 such faults in 800 requests on one rank, each of which
- *    used to end its requests' overlap early);
+ *    next touch faults again, which is cheaper than waiting for the requests, each of which
+ *    used to end its requests' overlap early (docs/benchmarks/2026-11-28-figures-from-the-code.md:
+ *    how often it happens in the SOR solver);
  *  - on another thread while the owner is inside the library: the same (ov_leave's second
  *    look closes the race with its way out);
  *  - on another thread while the owner runs application code: the owner is parked in a

@@ -81,10 +81,10 @@ int MPIDI_AMLAPI_coll_torus_active;
 
 static unsigned long long pv_runs, pv_bytes;
 
-/* A schedule depends only on its arguments, and making one costs up to 160 us (a 1 MiB bcast
- * of 516 steps at 8 ranks) against 0.3-0.9 us for the small ones: the last few made for a
- * communicator are kept for its repeated calls. A schedule a nonblocking collective still
- * runs is busy and stays. */
+/* A schedule depends only on its arguments, and making one takes time, most for large ones
+ * (a 1 MiB bcast of 516 steps at 8 ranks; docs/benchmarks/2026-11-28-figures-from-the-code.md):
+ * the last few made for a communicator are kept for its repeated calls. A schedule a
+ * nonblocking collective still runs is busy and stays. */
 #define SCHED_CACHE 8
 typedef struct {
     int coll, root, commutative;
@@ -157,7 +157,8 @@ int MPIDI_AMLAPI_coll_init(void)
     if (MPIR_CVAR_AMLAPI_COLL_TORUS == MPIR_CVAR_AMLAPI_COLL_TORUS_auto &&
         ct_topo_nnodes(&world) < 2) {
         /* a torus of one node has no links to spare: its ranks share memory, where MPICH's
-         * algorithms are faster (1 MiB bcast at 4 ranks: 1.1-1.3 ms against 2.9-5.7 ms) */
+         * algorithms are faster (docs/benchmarks/2026-11-27-defaults.md,
+         * MPIR_CVAR_AMLAPI_COLL_TORUS) */
         ct_topo_free(&world);
         return MPI_SUCCESS;
     }

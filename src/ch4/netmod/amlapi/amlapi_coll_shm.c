@@ -4,8 +4,9 @@
  * MPIR_CVAR_NOLOCAL and MPIR_CVAR_NUM_CLIQUES split it as they split vnode).
  *
  * Why: a barrier by messages needs every rank to run once per round to pass the next message
- * on; with more ranks than cores each round costs context switches (4 ranks on 2 cores:
- * MPICH's dissemination barrier over vnode 5.8 us, Open MPI's 4.7 us). Here a rank arrives
+ * on; with more ranks than cores each round costs context switches (the barrier rows of
+ * docs/benchmarks/2026-11-26-collectives.md, and
+ * docs/benchmarks/2026-11-28-figures-from-the-code.md). Here a rank arrives
  * with one atomic add on a counter in a segment the communicator's ranks share; the last to
  * arrive releases all by bumping a generation word. A rank that arrived never has to run
  * again for the others to get through, so a core switches once per rank per barrier.

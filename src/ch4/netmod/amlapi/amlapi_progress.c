@@ -118,7 +118,7 @@ void MPIDI_AMLAPI_idle(int plan)
  * MPIR_CVAR_NUM_CLIQUES shrink MPICH's node map below the processes that really share this
  * host's cores (NOLOCAL: one each), so hydra's count of the processes it started on this host
  * (MPI_LOCALNRANKS) wins when larger: without it, 3 ranks on 2 cores under NOLOCAL spun and
- * MPICH's rma/put_flush_get took minutes instead of 0.3 s. */
+ * MPICH's rma/put_flush_get took minutes instead of a fraction of a second. */
 int MPIDI_AMLAPI_oversubscribed(void)
 {
     int cores, local = MPIR_Process.local_size;

@@ -317,8 +317,8 @@ static void apply_req(const rma_hdr_t * h, int src, char *addr, size_t bytes, co
         case RMA_CAS:
             /* The old bytes are taken before the operation changes them and answered only
              * after it has: the answer completes the origin's flush, after which a third
-             * rank may load the target's memory (MPICH's win_shared_gacc_flush_load read
-             * the old value 1 run in 30 when the answer left first). */
+             * rank may load the target's memory (MPICH's win_shared_gacc_flush_load at
+             * times read the old value when the answer left first). */
             if (l) {
                 old = pack_target(h, src, l, addr, bytes);
             } else {

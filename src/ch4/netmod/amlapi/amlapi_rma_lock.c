@@ -299,7 +299,7 @@ static int wait_grant(struct MPIDI_AMLAPI_lk *lk, int rank)
 {
     int mpi_errno = MPI_SUCCESS;
     /* waited for as MPI_Wait waits: the holder needs the core of an oversubscribed node
-     * (spinning here made MPICH's lockcontention2 on 3 ranks over 2 cores 15x slower) */
+     * (spinning here made MPICH's lockcontention2 on 3 ranks over 2 cores many times slower) */
     MPIDI_AMLAPI_WAIT_UNTIL(lk->t[rank].state == T_HELD);
   fn_exit:
     return mpi_errno;

@@ -2,7 +2,8 @@
  * amlapi netmod: the accumulate family's op applied to n elements of one predefined type, one
  * loop per (type, op) that the compiler vectorises, without MPIR_Typerep_op's generic
  * dispatch (which costs more than the rest of a one-word operation, and runs element at a
- * time: a 64 KiB byte-sized sum took 22 us where Open MPI takes 1.5). Used by shared-memory
+ * time: far slower than Open MPI on a large byte-sized sum;
+ * docs/benchmarks/2026-11-28-figures-from-the-code.md). Used by shared-memory
  * windows and by the target of native RMA messages (MPIDI_AMLAPI_rma_apply).
  *
  * Integer sums and products wrap as the unsigned type: MPI leaves overflow undefined, C would

@@ -522,12 +522,13 @@ static int target_of(MPIR_Win * win, struct MPIDI_AMLAPI_shmwin *s, int target_r
     return target_span(*t, disp, count, dt, addr, bytes);
 }
 
-/* glibc's memcpy (rep movsb on this machine) runs 20 times slower when the destination is
+/* glibc's memcpy (rep movsb on this machine) runs many times slower when the destination is
  * 1-63 bytes past the source modulo 4 KiB: each load waits for an earlier store with the
  * same low address bits (4K aliasing). That is the usual get, into a malloc'd buffer (16
- * bytes past a page) from page-aligned window memory: measured 4 KiB 1.83 us against 0.09,
- * 64 KiB 31.7 against 2.3. A backward copy never loads right behind its own stores. Above
- * 512 KiB the copy is bound by memory and memcpy is as fast either way. */
+ * bytes past a page) from page-aligned window memory
+ * (docs/benchmarks/2026-11-28-figures-from-the-code.md). A backward copy never loads right
+ * behind its own stores. Above 512 KiB the copy is bound by memory and memcpy is as fast
+ * either way. */
 static inline void shm_copy(void *dst, const void *src, size_t n)
 {
 #if defined(__x86_64__)

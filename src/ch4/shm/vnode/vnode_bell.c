@@ -16,7 +16,8 @@
  * visible when membarrier returns and the arm's look finds it; a later load reads 1, and that
  * sender fences and rings as before. The word stays 1: a rank that sleeps once (interrupt
  * mode, an oversubscribed node, a progress thread) is likely to sleep again, and each
- * membarrier costs about 16 us here (an interrupt to the other core of a VM). Without
+ * membarrier is costly (an interrupt to the other core of a VM;
+ * docs/benchmarks/2026-11-27-defaults.md, MPIR_CVAR_AMLAPI_VNODE_MEMBARRIER). Without
  * membarrier (old kernels, seccomp) the word is 1 from the start: every packet is fenced.
  */
 #define _GNU_SOURCE

@@ -42,8 +42,10 @@
  * never slept, the sender only checks the receiver's sleepy word after its store; a receiver
  * about to sleep for the first time sets that word and calls membarrier, which fences every
  * sender's core (vnode_bell.c). The fence drained the store buffer after every packet, waiting
- * for the record's line to come back from the receiver's core: 44% of the sender's time in a
- * stream of 8-byte MPI messages, whose rate went from 10.9-11.3 to 15.5-16.0 Mmsg/s without it.
+ * for the record's line to come back from the receiver's core: much of the sender's time in
+ * a stream of 8-byte MPI messages, whose rate rose without it
+ * (docs/benchmarks/2026-11-27-defaults.md, MPIR_CVAR_AMLAPI_VNODE_MEMBARRIER;
+ * docs/benchmarks/2026-11-28-figures-from-the-code.md).
  */
 #include "vnode_impl.h"
 #include "vnode_bits.h"
@@ -99,8 +101,9 @@ int vnode_ring_setup(vnode_t * v)
 /* The first send to a peer writes each line of its ring once (zeroes over the zeroed
  * segment, nothing is published): the pages are faulted in and the lines are in this core's
  * cache before the first lap, which otherwise pays a page fault per 4 KiB and a fetch from
- * memory per line (2 ranks, 1-byte ping-pong: the first ~1000 messages 0.22-0.28 us instead
- * of 0.14-0.18). Only rings in use are touched: a large node's unused pairs commit no memory. */
+ * memory per line (the first messages of a 1-byte ping-pong were slower for it:
+ * docs/benchmarks/2026-11-28-figures-from-the-code.md). Only rings in use are touched: a
+ * large node's unused pairs commit no memory. */
 static void touch_ring(vnode_t * v, vnode_tx_t * t)
 {
     for (uint64_t i = 0; i < v->L.nunits; i += LINE_UNITS)
@@ -298,7 +301,8 @@ static void rx_publish(vnode_t * v, int p, vnode_rx_t * r)
     /* the start of every line the sender may now reuse reads 0 until it writes there again
      * (vnode_send zeroes only a next unit inside the line it wrote). Also for speed: the
      * sender's next lap takes these lines from this core's cache in one transfer; left
-     * shared, a 2-4 KiB ping-pong whose receiver copies the data out was 1.3-1.5x slower. */
+     * shared, a 2-4 KiB ping-pong whose receiver copies the data out was slower
+     * (docs/benchmarks/2026-11-28-figures-from-the-code.md). */
     for (uint64_t u = (r->pub + LINE_UNITS - 1) & ~(uint64_t) (LINE_UNITS - 1); u < r->tail;
          u += LINE_UNITS)
         VNODE_STORE(word_at(r->units, u & v->mask), 0, RELAXED);

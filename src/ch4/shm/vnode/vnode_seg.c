@@ -36,14 +36,14 @@ static size_t round_up(size_t x, size_t a)
 }
 
 /* The default ring: as large as VNODE_RING_AUTO_MAX while a rank's n - 1 inbound rings stay
- * within VNODE_RING_AUTO_BUDGET, never below VNODE_RING_AUTO_MIN. Measured on an Intel Xeon
- * VM, 2 ranks, against 64 KiB rings: 8-byte message rate 11.2-12.5 against 10.3-10.7 Mmsg/s
- * with 256 and 512 KiB rings (11.1-11.8 with 1 MiB), 4 KiB latency 1.27-1.32 against
- * 1.44-1.50 us, and 8 KiB streaming bandwidth 11.5-11.8 GB/s with 512 KiB against 5.6 (a
- * window of 64 such messages fits the ring). A two-thread model of the ring showed the same
- * from 128 KiB up: a sender that reuses lines the receiver read a few messages earlier waits
- * longer for each of them. The budget keeps a node's segment n * 2 MiB at most while that
- * allows 64 KiB rings (up to 33 ranks; larger nodes keep 64 KiB, as before). */
+ * within VNODE_RING_AUTO_BUDGET, never below VNODE_RING_AUTO_MIN. Against the former fixed
+ * 64 KiB rings, larger ones raised the 8-byte message rate, lowered 4 KiB latency and raised
+ * 8 KiB streaming bandwidth (a window of 64 such messages fits a 512 KiB ring)
+ * (docs/benchmarks/2026-11-27-defaults.md, MPIR_CVAR_AMLAPI_VNODE_RING_SIZE). A two-thread
+ * model of the ring showed the same from 128 KiB up: a sender that reuses lines the receiver
+ * read a few messages earlier waits longer for each of them. The budget keeps a node's
+ * segment n * 2 MiB at most while that allows 64 KiB rings (up to 33 ranks; larger nodes
+ * keep 64 KiB, as before). */
 size_t vnode_auto_ring(int nlocal)
 {
     size_t ring = VNODE_RING_AUTO_MAX;

@@ -1,9 +1,9 @@
 /*
  * Shared single copy: both ranks of a large on-node transfer copy it, each from its own end,
  * so two cores move one message (process_vm_readv by the claimer, process_vm_writev by the
- * exporter for a read; the other way round for a write). Measured on this machine kind with
- * two processes: one reader moves 1 MiB in 73-76 us and 4 MiB in 289-298 us; reader and
- * exporter together in 36-50 us and 149-156 us; 64 KiB 5.5 -> 4.1 us.
+ * exporter for a read; the other way round for a write). Reader and exporter together
+ * finish a large copy sooner than one reader alone
+ * (docs/benchmarks/2026-11-28-figures-from-the-code.md).
  *
  * A slot of the exporter's block in the segment describes the range (vnode_xslot_t). The
  * claimer moves its phase OPEN -> CLAIMED with a CAS (one copy of a range at a time; a
@@ -32,9 +32,11 @@
 #include "vnode_impl.h"
 #include <string.h>
 
-#define CHUNK_MIN 32768         /* 64 KiB in two halves: 4.1 us, in 16 KiB chunks 4.1-4.9 us */
+/* smaller chunks gain nothing (docs/benchmarks/2026-11-28-figures-from-the-code.md) */
+#define CHUNK_MIN 32768
 #define WAIT_DONE_MS 0.1      /* at most this long for the exporter's last chunk (a 256 KiB
-                                 * chunk takes ~20 us): then the embedder completes it later */
+                                 * chunk is copied well within it): then the embedder
+                                 * completes it later */
 #define KEY(slot, gen) ((uint64_t) (gen) << 8 | (slot) | 0x80)  /* never 0 */
 
 static inline uint64_t state_of(uint32_t gen, int phase)

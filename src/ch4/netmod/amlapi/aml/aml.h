@@ -400,7 +400,8 @@ void aml_xkey_close(aml_t * aml, aml_xkey_t * k);
 /* Transfers below this many bytes are faster as active messages (aml_put/aml_get, or the
  * embedder's own) than direct: the peer's eager limit, where the transport's single copy or
  * RMA starts to beat its packets (on the node a process_vm_writev costs more than a FIFO
- * packet below VNODE_SINGLE_COPY_THRESHOLD: 8-byte MPI_Put under a lock 5.4 against 1.8 us). */
+ * packet below VNODE_SINGLE_COPY_THRESHOLD; docs/benchmarks/2026-11-27-defaults.md,
+ * MPIR_CVAR_AMLAPI_RMA_DIRECT). */
 size_t aml_xkey_threshold(aml_t * aml, const aml_xkey_t * k);
 /* 1 when direct transfers through k are done in software by the peer's progress (UCX over
  * TCP: the peer must make progress as for a message, and a large transfer moves slower than

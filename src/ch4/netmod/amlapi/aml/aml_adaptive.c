@@ -18,8 +18,8 @@
  *
  * Credits go back batched, one TOKEN packet naming how many: when half of a peer's credits
  * are owed, or when a poll finds nothing to do (aml_poll), and before quiesce's second
- * round. A TOKEN per message put one more packet ahead of every reply: between two hosts
- * over TCP it cost a 16 KiB ping-pong 14 us (25 against 11 us).
+ * round. A TOKEN per message put one more packet ahead of every reply, which slowed a 16 KiB
+ * ping-pong between two hosts over TCP (docs/benchmarks/2026-11-26-two-hosts.md).
  */
 #include "aml_impl.h"
 #include "aml_rx_fast.h"

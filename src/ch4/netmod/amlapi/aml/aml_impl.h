@@ -294,8 +294,9 @@ struct aml {
     aml_handler_t handlers[AML_H_TOTAL];
     aml_sdesc_t *free_sdesc;
     void *free_smsg, *free_rmsg;        /* message records for reuse, linked through their
-                                         * first word (calloc/free per message cost 0.1 us
-                                         * of a 16 KiB rendezvous ping-pong) */
+                                         * first word (calloc/free per message showed in a
+                                         * 16 KiB rendezvous ping-pong; see
+                                         * docs/benchmarks/2026-11-28-figures-from-the-code.md) */
     aml_sdesc_t *free_sdesc_big;
     size_t sdesc_small;         /* room of the descriptors most packets take: a full header and
                                  * a user header of up to AML_SDESC_SMALL_UHDR bytes (an MPI

@@ -36,8 +36,9 @@ void aml_handler_run(aml_t * aml, unsigned handler, int type, uint32_t src, cons
     aml_msg_info_t info;
     if (((uintptr_t) uhdr & 7) && uhdr_len) {
         /* an MPI envelope (12 or 16 bytes) comes at 4 bytes off 8 in vnode's short records:
-         * by fixed-size pieces, as memcpy of a variable length became a rep movs that cost
-         * 6-10 ns per message (a quarter of the receive path in a message-rate profile).
+         * by fixed-size pieces, as memcpy of a variable length became a rep movs, a large
+         * share of the receive path in a message-rate profile
+         * (docs/benchmarks/2026-11-28-figures-from-the-code.md).
          * 8-byte stores, so a handler's 8-byte loads of the copy are forwarded from them
          * (4-byte stores made each such load wait for both to reach the cache). */
         if (uhdr_len <= 32) {

@@ -113,14 +113,14 @@ typedef struct aml_pkt {
  * from the caller's buffer (never both). Why the header is so small: UCX's shared-memory FIFO
  * element has a 28-byte header, so the first cache line holds 36 bytes of UCX data, UCP's own
  * AM header takes 8 of them, and a message that spills into the second line costs the
- * receiver a second cache-line transfer (ucx_perftest ucp_am_lat: 0.28 us at 28 bytes, 0.35
- * at 29). With this 8-byte header and MPI's 12-byte envelope, MPI messages up to 8 bytes fit
- * the first line; UCX's inline ("short") send goes up to 92 bytes. The 72-byte full header
- * pushed even an empty MPI message to UCX's bcopy path (0.42 us). Compact packets need fewer
- * than 2^24 ranks, user headers under 256 bytes, and a sequence window under 2^15 packets per
- * peer (the receiver extends the 16-bit sequence number from its own count; packets only
- * leave the order of their endpoint briefly, through transport rendezvous and adaptive
- * lanes). */
+ * receiver a second cache-line transfer (ucx_perftest ucp_am_lat steps up from 28 to 29
+ * bytes: docs/benchmarks/2026-11-28-figures-from-the-code.md). With this 8-byte header and
+ * MPI's 12-byte envelope, MPI messages up to 8 bytes fit the first line; UCX's inline
+ * ("short") send goes up to 92 bytes. The 72-byte full header pushed even an empty MPI
+ * message to UCX's slower bcopy path. Compact packets need fewer than 2^24 ranks, user
+ * headers under 256 bytes, and a sequence window under 2^15 packets per peer (the receiver
+ * extends the 16-bit sequence number from its own count; packets only leave the order of
+ * their endpoint briefly, through transport rendezvous and adaptive lanes). */
 typedef struct aml_spkt {
     uint8_t type;               /* AML_PKT_ONE_SHORT */
     uint8_t handler;

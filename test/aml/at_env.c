@@ -4,6 +4,7 @@
  * watch.
  */
 #include "at.h"
+#include "aml_ucx_keepalive.h"     /* the keepalive test drives it directly */
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -5,7 +5,7 @@
  * in place of aml_ucx.c as in fuzz_aml_rx.c) on a node whose other ranks are vnode_t of this
  * process. The input, as those peers, writes the segment -- ring records, ring control words,
  * the victim's summary bitmap, the rank blocks, export slots -- and the victim polls
- * (aml_progress: aml_vnode_progress, vnode_poll, vn_rx, aml_rx; vnode_help,
+ * (aml_progress: vn_progress, vnode_poll, vn_rx, aml_rx; vnode_help,
  * vnode_copy_shared, vnode_share_test), sends, sleeps and copies.
  *
  * Every input starts from the same job: each node (2, 3 or 10 ranks; the victim first or last;
@@ -361,7 +361,7 @@ int __real_vnode_attach(vnode_t * v, uint64_t key);
 void __real_vnode_finalize(vnode_t * v);
 
 /* What aml_vnode.c calls (the link wraps its calls, -Wl,--wrap): the current job's victim,
- * attached already, as vn_init and aml_vnode_attach would have made it; vn_fini leaves it to
+ * attached already, as vn_init and vn_attach would have made it; vn_fini leaves it to
  * the next input. */
 int __wrap_vnode_init(const vnode_config_t * cfg, vnode_t ** out, char *err, size_t errlen)
 {

@@ -97,7 +97,7 @@ static int sink_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tpor
     return AML_TPORT_DONE;
 }
 
-int aml_ucx_progress(aml_t * a)
+static int sink_progress(aml_t * a)
 {
     return 0;
 }
@@ -120,6 +120,7 @@ static int sink_event_fd(aml_t * a, int *fd)
 
 const aml_tport_t aml_ucx_tport = {
     .name = "sink",
+    .slot = AML_TPORT_UCX,
     .caps = AML_TPORT_CAP_RNDV | AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT,
     .init = sink_init,
     .address = sink_address,
@@ -138,7 +139,7 @@ const aml_tport_t aml_ucx_tport = {
     .rkey_destroy = sink_rkey_destroy,
     .get = sink_get,
     .put = sink_put,
-    .progress = aml_ucx_progress,
+    .progress = sink_progress,
     .arm = sink_arm,
     .event_fd = sink_event_fd,
 };

@@ -30,6 +30,18 @@ void aml_config_default(aml_config_t * cfg)
     cfg->keepalive_ms = 1000;   /* MPIR_CVAR_AMLAPI_KEEPALIVE says why */
 }
 
+/* A transport's own counters: asked of every transport built in, so that one not in use
+ * answers 0 to its queries rather than leaving them unknown. */
+static int tport_query(aml_t * aml, aml_query_t q, int64_t * val)
+{
+    for (int s = 0; s < AML_TPORT_SLOTS; s++) {
+        const aml_tport_t *t = aml_tport_builtin(s);
+        if (t->query && t->query(aml, (int) q, val) == AML_OK)
+            return AML_OK;
+    }
+    return AML_ERR_INVAL;
+}
+
 int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
 {
     if (!aml || !val)
@@ -85,22 +97,9 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
         case AML_Q_REFUSED:
             *val = aml->refused;
             break;
-        case AML_Q_VNODE_PEERS:
-            *val = 0;
-            for (int i = 0; i < aml->size; i++)
-                *val += aml->peers[i].tport == &aml_vnode_tport;
-            break;
-        case AML_Q_VNODE_PKTS:
-        case AML_Q_VNODE_RING_FULL:
-        case AML_Q_VNODE_DOORBELLS:
-        case AML_Q_VNODE_COPY_BYTES:
-        case AML_Q_VNODE_SINGLE_COPY:
-        case AML_Q_VNODE_SHARED_COPIES:
-        case AML_Q_VNODE_HELPED_BYTES:
-        case AML_Q_VNODE_PTRACER_ANY:
-            *val = aml_vnode_stat(aml, q);
-            break;
         case AML_Q_VNODE_FALLBACK:
+            /* the protocol choice's count (aml_xfer.c), for any transport that moves no
+             * data; the query is named for the one that may not (vnode) */
             *val = aml->rndv_as_eager;
             break;
         case AML_Q_MSGS_SENT:
@@ -110,7 +109,7 @@ int aml_qenv(aml_t * aml, aml_query_t q, int64_t * val)
             *val = (q == AML_Q_MSGS_SENT) ? aml->msgs[*val] : aml->bytes[*val];
             break;
         default:
-            return AML_ERR_INVAL;
+            return tport_query(aml, q, val);
     }
     return AML_OK;
 }
@@ -130,9 +129,13 @@ int aml_senv(aml_t * aml, aml_query_t q, int64_t val)
             if (val < 0)
                 return AML_ERR_INVAL;
             aml->eager_limit = (size_t) val;
-            for (int i = 0; i < aml->size; i++)
-                if (aml->peers[i].tport != &aml_vnode_tport || !aml->peers[i].caps)
+            /* peers whose transport sets their limit itself keep it */
+            for (int i = 0; i < aml->size; i++) {
+                const aml_tport_t *t = aml->peers[i].tport;
+                size_t own;
+                if (!t || !t->eager_limit || !t->eager_limit(aml, &own))
                     aml->peers[i].eager_limit = (size_t) val;
+            }
             return AML_OK;
         case AML_Q_PROTOCOL:
             if (!check_protocol((int) val) ||
@@ -195,50 +198,59 @@ static int event_fd_setup(aml_t * aml)
     return AML_OK;
 }
 
-/* The address: the settings every rank shares (and its id), the lengths of the transports'
- * addresses, then UCX's address, vnode's (none without vnode) and UCX's network-only one
- * (what another job needs of each rank: aml_upid). */
+/* The address: the settings every rank shares (and its id), the lengths of its parts, then
+ * the parts: each transport's address by slot (aml_tports.h; none for one not in use), the
+ * network-only address of the transport that reaches other jobs (what another job needs of
+ * each rank: aml_upid) and the hostname. With UCX and vnode: UCX's, vnode's, UCX's network
+ * address, the host. */
 typedef struct addr_lens {
-    uint32_t ucx, vnode, net, host;
+    uint32_t part[AML_TPORT_SLOTS], net, host;
 } addr_lens_t;
 
 static int address_build(aml_t * aml)
 {
-    const void *ua, *va = NULL, *na;
-    size_t ul, vl = 0, nl, hl;
-    addr_lens_t lens = { 0 };
-
+    const void *part[AML_TPORT_SLOTS] = { NULL }, *na = NULL;
+    size_t nl = 0, total = 0;
+    addr_lens_t lens;
     aml_addr_hdr_t h = { AML_WIRE_VERSION, (uint32_t) aml->packet_size,
         (uint32_t) aml->adaptive_credits, (uint32_t) aml->max_uhdr,
         (uint32_t) aml->net_packet_size, 0, aml->uuid, aml->token
     };
+    const aml_tport_t *net = aml_net_tport(aml);
     char *at;
-    int rc = aml_ucx_tport.address(aml, &ua, &ul);
-    if (rc == AML_OK && aml->vnode)
-        rc = aml_vnode_tport.address(aml, &va, &vl);
+    int rc = AML_OK;
+
+    memset(&lens, 0, sizeof(lens));
+    for (int i = 0; i < aml->ntports && rc == AML_OK; i++) {
+        const aml_tport_t *t = aml->tports[i];
+        size_t l = 0;
+        rc = t->address(aml, &part[t->slot], &l);
+        lens.part[t->slot] = (uint32_t) l;
+        total += l;
+    }
     if (rc == AML_OK)
-        rc = aml_ucx_tport.net_address(aml, &na, &nl);
+        rc = net ? net->net_address(aml, &na, &nl) : AML_ERR_TRANSPORT;
     if (rc != AML_OK)
         return rc;
     /* the hostname, for errors that name a rank (and to tell which ranks are on other hosts) */
     gethostname(aml->host, sizeof(aml->host) - 1);
-    hl = strlen(aml->host) + 1;
-    lens.ucx = (uint32_t) ul;
-    lens.vnode = (uint32_t) vl;
     lens.net = (uint32_t) nl;
-    lens.host = (uint32_t) hl;
-    aml->addr_len = sizeof(h) + sizeof(lens) + ul + vl + nl + hl;
+    lens.host = (uint32_t) strlen(aml->host) + 1;
+    aml->addr_len = sizeof(h) + sizeof(lens) + total + nl + lens.host;
     aml->addr = malloc(aml->addr_len);
     if (!aml->addr)
         return AML_ERR_NOMEM;
     at = aml->addr;
     memcpy(at, &h, sizeof(h));
     memcpy(at += sizeof(h), &lens, sizeof(lens));
-    memcpy(at += sizeof(lens), ua, ul);
-    if (vl)
-        memcpy(at + ul, va, vl);
-    memcpy(at + ul + vl, na, nl);
-    memcpy(at + ul + vl + nl, aml->host, hl);
+    at += sizeof(lens);
+    for (int s = 0; s < AML_TPORT_SLOTS; s++) {
+        if (lens.part[s])
+            memcpy(at, part[s], lens.part[s]);
+        at += lens.part[s];
+    }
+    memcpy(at, na, nl);
+    memcpy(at + nl, aml->host, lens.host);
     return AML_OK;
 }
 
@@ -247,7 +259,7 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     size_t max_hdr = 0;
     aml_t *aml;
     int rc = AML_ERR_TRANSPORT;
-    bool vnode;
+    bool want[AML_TPORT_SLOTS];
 
     if (cfg && cfg->errbuf && cfg->errlen)
         cfg->errbuf[0] = '\0';
@@ -271,11 +283,13 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
         return AML_ERR_INVAL;
     if (cfg->dyn_peers_max < 0 || cfg->dyn_peers_max > (1 << 20))
         return AML_ERR_INVAL;
-    if (cfg->vnode_job && (cfg->vnode_nlocal < 1 || cfg->vnode_nlocal > cfg->size ||
-                           cfg->vnode_local < 0 || cfg->vnode_local >= cfg->vnode_nlocal))
-        return AML_ERR_INVAL;
-    /* alone on its node a rank needs no segment */
-    vnode = cfg->vnode_job && cfg->vnode_nlocal > 1;
+    for (int s = 0; s < AML_TPORT_SLOTS; s++) {
+        const aml_tport_t *t = aml_tport_builtin(s);
+        int w = t->wanted ? t->wanted(cfg) : 1;
+        if (w < 0)
+            return AML_ERR_INVAL;
+        want[s] = w > 0;
+    }
 
     aml = calloc(1, sizeof(*aml));
     if (!aml)
@@ -286,7 +300,6 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
     aml->packet_size = cfg->packet_size ? cfg->packet_size : 8248;
     aml->net_packet_size = cfg->net_packet_size ? cfg->net_packet_size : aml->packet_size;
     aml->eager_limit = cfg->eager_limit;
-    aml->vnode_eager_limit = cfg->vnode_eager_limit ? cfg->vnode_eager_limit : cfg->eager_limit;
     aml->protocol = cfg->protocol;
     aml->adaptive_credits = cfg->adaptive_credits;
     aml->lanes = cfg->lanes;
@@ -309,9 +322,9 @@ int aml_init(const aml_config_t * cfg, aml_t ** out)
 
     /* the transports, each with the rx function of the dispatcher; the largest header is the
      * smallest of theirs */
-    aml->tports[aml->ntports++] = &aml_ucx_tport;
-    if (vnode)
-        aml->tports[aml->ntports++] = &aml_vnode_tport;
+    for (int s = 0; s < AML_TPORT_SLOTS; s++)
+        if (want[s])
+            aml->tports[aml->ntports++] = aml_tport_builtin(s);
     for (int i = 0; i < aml->ntports; i++) {
         size_t h = 0;
         aml->tport_every[i] = aml->ntports > 1 ? AML_POLL_EVERY_SELF : 1;
@@ -397,82 +410,111 @@ int aml_connect_mismatch(aml_t * aml, const char **setting, int *peer, int64_t *
     return AML_OK;
 }
 
-/* A rank's addresses inside its entry (stride bytes) of the table: UCX's, vnode's, UCX's
- * network-only one. */
+/* A rank's addresses inside its entry (stride bytes) of the table: each transport's (by
+ * slot), the network-only one and the hostname. */
 typedef struct addr_parts {
-    const void *ua, *va, *na;
+    aml_tport_addr_t part[AML_TPORT_SLOTS];
+    const void *na;
     const char *host;
-    size_t vl, nl, hl;
+    size_t nl, hl;
 } addr_parts_t;
 
 static bool address_parts(const char *entry, size_t stride, addr_parts_t * a)
 {
     addr_lens_t lens;
+    uint64_t total = 0;
+    const char *at = entry + sizeof(aml_addr_hdr_t) + sizeof(lens);
     memcpy(&lens, entry + sizeof(aml_addr_hdr_t), sizeof(lens));
-    if ((uint64_t) lens.ucx + lens.vnode + lens.net + lens.host >
-        stride - sizeof(aml_addr_hdr_t) - sizeof(lens) || lens.host < 1 ||
-        lens.host > AML_HOST_MAX)
+    for (int s = 0; s < AML_TPORT_SLOTS; s++)
+        total += lens.part[s];
+    if (total + lens.net + lens.host > stride - sizeof(aml_addr_hdr_t) - sizeof(lens) ||
+        lens.host < 1 || lens.host > AML_HOST_MAX)
         return false;
-    a->ua = entry + sizeof(aml_addr_hdr_t) + sizeof(lens);
-    a->va = (const char *) a->ua + lens.ucx;
-    a->vl = lens.vnode;
-    a->na = (const char *) a->va + lens.vnode;
+    for (int s = 0; s < AML_TPORT_SLOTS; s++) {
+        a->part[s].addr = at;
+        a->part[s].len = lens.part[s];
+        at += lens.part[s];
+    }
+    a->na = at;
     a->nl = lens.net;
-    a->host = (const char *) a->na + lens.net;
+    a->host = at + lens.net;
     a->hl = lens.host;
     return a->host[a->hl - 1] == '\0';
 }
 
-/* The transport of each peer: vnode for the other ranks of this node, UCX for the rest. */
-static int connect_peer(aml_t * aml, int i, const char *entry, size_t stride,
+/* The addresses of rank i, or AML_ERR_SETUP saying that they are malformed. */
+static int rank_parts(aml_t * aml, int i, const char *table, size_t stride, addr_parts_t * a)
+{
+    if (address_parts(table + (size_t) i * stride, stride, a))
+        return AML_OK;
+    snprintf(aml->errmsg, sizeof(aml->errmsg), "the address of rank %d is malformed", i);
+    return AML_ERR_SETUP;
+}
+
+/* Transport t's attach, with every rank's address for it. A malformed one counts as none
+ * here: its rank is named when it is connected, after t attached, since the other ranks may
+ * wait for this one's attach (vnode's segment). */
+static int attach_tport(aml_t * aml, const aml_tport_t * t, const char *table, size_t stride)
+{
+    aml_tport_addr_t *addrs = malloc((size_t) aml->size * sizeof(*addrs));
+    int rc;
+    if (!addrs)
+        return AML_ERR_NOMEM;
+    for (int i = 0; i < aml->size; i++) {
+        addr_parts_t a;
+        bool ok = address_parts(table + (size_t) i * stride, stride, &a);
+        addrs[i].addr = ok ? a.part[t->slot].addr : NULL;
+        addrs[i].len = ok ? a.part[t->slot].len : 0;
+    }
+    rc = t->attach(aml, addrs);
+    free(addrs);
+    return rc;
+}
+
+/* The transport of rank i: the most local one that reaches it (the last in use whose
+ * reaches says so; one without reaches takes every rank). */
+static int choose_tport(aml_t * aml, int i, const addr_parts_t * a, const aml_tport_t ** out)
+{
+    for (int k = aml->ntports - 1; k >= 0; k--) {
+        const aml_tport_t *t = aml->tports[k];
+        if (!t->reaches || t->reaches(aml, i, &a->part[t->slot])) {
+            *out = t;
+            return AML_OK;
+        }
+    }
+    snprintf(aml->errmsg, sizeof(aml->errmsg), "no transport reaches rank %d", i);
+    return AML_ERR_SETUP;
+}
+
+static int connect_peer(aml_t * aml, int i, const char *table, size_t stride,
                         aml_tport_ep_t * eps)
 {
     aml_peer_t *p = &aml->peers[i];
+    const aml_tport_t *t;
     addr_parts_t a;
     aml_addr_hdr_t h;
-    int local = -1, rc;
+    int rc;
     unsigned flags = 0;
 
-    if (!address_parts(entry, stride, &a)) {
-        snprintf(aml->errmsg, sizeof(aml->errmsg), "the address of rank %d is malformed", i);
-        return AML_ERR_SETUP;
-    }
-    memcpy(&h, entry, sizeof(h));
+    if ((rc = rank_parts(aml, i, table, stride, &a)) != AML_OK)
+        return rc;
+    memcpy(&h, table + (size_t) i * stride, sizeof(h));
     if ((rc = aml_dynamic_world(aml, i, a.na, a.nl, h.uuid)) != AML_OK)
         return rc;
     memcpy(aml->hosts[i], a.host, a.hl);
     p->tx_token = h.token ^ (uint64_t) aml->rank;
-    p->tport = &aml_ucx_tport;
-    if (aml->vnode && i != aml->rank && a.vl) {
-        int r = aml_vnode_local(aml, a.va, &local);
-        if (r < 0) {
-            snprintf(aml->errmsg, sizeof(aml->errmsg), "rank %d shares this rank's node "
-                     "segment but describes it differently (node size or index)", i);
-            return AML_ERR_SETUP;
-        }
-        if (r > 0)
-            p->tport = &aml_vnode_tport;
-    }
-    /* a rank on another host may fail on its own (its process, its host, the network): UCX's
-     * failure handling (keepalive) tells us, and we end the job naming it */
-    if (p->tport == &aml_ucx_tport && aml->cfg.keepalive_ms > 0 &&
-        strcmp(aml->hosts[i], aml->host))
+    if ((rc = choose_tport(aml, i, &a, &t)) != AML_OK)
+        return rc;
+    /* a rank on another host may fail on its own (its process, its host, the network): the
+     * transport's failure handling (UCX's keepalive) tells us, and we end the job naming it */
+    if (aml->cfg.keepalive_ms > 0 && strcmp(aml->hosts[i], aml->host))
         flags |= AML_TPORT_CONN_REMOTE;
-    rc = p->tport->connect(aml, i, p->tport == &aml_vnode_tport ? a.va : a.ua, eps, aml->lanes,
-                           flags);
+    rc = t->connect(aml, i, a.part[t->slot].addr, eps, aml->lanes, flags);
     if (rc != AML_OK)
         return rc;
-    if (p->tport == &aml_vnode_tport) {
-        p->caps = aml_vnode_caps(aml);
-        p->eager_limit = p->caps ? aml->vnode_eager_limit : aml->eager_limit;
-        p->pkt_size = aml->packet_size;
-    } else {
-        p->caps = p->tport->caps;
-        p->eager_limit = aml->eager_limit;
-        p->pkt_size = aml->net_packet_size;
-    }
+    aml_peer_set_tport(aml, p, t);
     if (i != aml->rank)
-        aml_tport_used(aml, p->tport);
+        aml_tport_used(aml, t);
     p->ep = eps[0];
     for (int l = 1; l < aml->lanes; l++)
         aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1] = eps[l];
@@ -499,26 +541,19 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
             mismatch(aml, "net_packet_size", i, me->net_packet_size, h.net_packet_size) ||
             mismatch(aml, "adaptive_credits", i, me->adaptive_credits, h.adaptive_credits) ||
             mismatch(aml, "max_uhdr", i, me->max_uhdr, h.max_uhdr)) {
-            /* nobody attaches now: the segment's creator removes its name */
-            aml_vnode_tport.fini(aml);
+            /* nobody attaches now */
+            for (int k = 0; k < aml->ntports; k++)
+                if (aml->tports[k]->abandon)
+                    aml->tports[k]->abandon(aml);
             return AML_ERR_CONFIG;
         }
     }
-    /* every local rank is here (the exchange was the barrier): map the node's segment, with
-     * the key local rank 0's address carries */
-    if (aml->vnode) {
-        const void *addr0 = NULL;
-        for (int i = 0; i < aml->size && !addr0; i++) {
-            addr_parts_t a;
-            int local;
-            if (i != aml->rank && address_parts((const char *) table + (size_t) i * stride,
-                                                stride, &a) && a.vl >= 24 &&
-                aml_vnode_local(aml, a.va, &local) == 1 && local == 0)
-                addr0 = a.va;
-        }
-        if ((rc = aml_vnode_attach(aml, addr0, aml->errmsg, sizeof(aml->errmsg))) != AML_OK)
-            return rc;
-    }
+    /* every rank is here (the exchange was the barrier): what a transport needs of all */
+    for (int k = 0; k < aml->ntports && rc == AML_OK; k++)
+        if (aml->tports[k]->attach)
+            rc = attach_tport(aml, aml->tports[k], table, stride);
+    if (rc != AML_OK)
+        return rc;
     /* for every peer record, those of other jobs included (untouched pages cost nothing) */
     aml->lane_eps = calloc((size_t) aml->peers_cap * aml->lanes, sizeof(aml_tport_ep_t));
     aml->hosts = calloc((size_t) aml->size, AML_HOST_MAX);
@@ -528,10 +563,8 @@ int aml_connect(aml_t * aml, const void *table, size_t stride)
         return AML_ERR_NOMEM;
     }
     for (int i = 0; i < aml->size && rc == AML_OK; i++)
-        rc = connect_peer(aml, i, (const char *) table + (size_t) i * stride, stride, eps);
+        rc = connect_peer(aml, i, table, stride, eps);
     free(eps);
-    if (rc == AML_OK && aml->vnode && aml->cfg.vnode_watch)
-        rc = aml_vnode_watch(aml);
     if (rc != AML_OK)
         return rc;
     aml->connected = true;

@@ -11,8 +11,9 @@
  * range at the origin against what the target advertised in its key.
  *
  * Key layout (little-endian host order; peers are the same job's or compatible builds,
- * checked by the wire version at connect):
- *   uint64 addr, uint64 len, uint32 ucx_len, uint32 vnode_len, ucx part, vnode part.
+ * checked by the wire version at connect): uint64 addr, uint64 len, the uint32 length of each
+ * transport's part by slot (aml_tports.h; 0 for one not in use), then the parts in slot order.
+ * With UCX and vnode: uint32 ucx_len, uint32 vnode_len, UCX's part, vnode's part.
  */
 #include "aml_impl.h"
 #include <stdlib.h>
@@ -21,8 +22,7 @@
 struct aml_xmem {
     void *addr;
     size_t len;
-    aml_tport_memh_t ucx_memh;
-    aml_tport_memh_t vn_memh;   /* NULL without vnode */
+    aml_tport_memh_t memh[AML_TPORT_SLOTS];     /* by slot: NULL for a transport not in use */
     void *key;                  /* packed, malloc'd */
     size_t key_len;
 };
@@ -36,7 +36,7 @@ struct aml_xkey {
 
 typedef struct {
     uint64_t addr, len;
-    uint32_t ucx_len, vn_len;
+    uint32_t part_len[AML_TPORT_SLOTS];
 } key_hdr_t;
 
 /* An operation the transport may finish later: kept until op.done */
@@ -47,63 +47,72 @@ typedef struct {
     void *arg;
 } xop_t;
 
+/* Unmaps what m has mapped with each transport. */
+static void xmem_unmap(aml_t * aml, aml_xmem_t * m)
+{
+    for (int i = 0; i < aml->ntports; i++) {
+        const aml_tport_t *t = aml->tports[i];
+        if (m->memh[t->slot])
+            t->mem_unmap(aml, m->memh[t->slot]);
+    }
+}
+
+/* Maps m with every transport in use and packs the key: each transport's part by slot. */
+static int xmem_pack(aml_t * aml, aml_xmem_t * m)
+{
+    void *buf[AML_TPORT_SLOTS] = { NULL };
+    key_hdr_t h = { (uint64_t) (uintptr_t) m->addr, m->len, {0} };
+    size_t total = 0;
+    int rc = AML_OK;
+    char *at;
+
+    for (int i = 0; i < aml->ntports && rc == AML_OK; i++) {
+        const aml_tport_t *t = aml->tports[i];
+        size_t l = 0;
+        if ((rc = t->mem_map(aml, m->addr, m->len, &m->memh[t->slot])) == AML_OK)
+            rc = t->rkey_pack(aml, m->memh[t->slot], &buf[t->slot], &l);
+        h.part_len[t->slot] = (uint32_t) l;
+        total += l;
+    }
+    if (rc == AML_OK && !(m->key = malloc(sizeof(h) + total)))
+        rc = AML_ERR_NOMEM;
+    if (rc == AML_OK) {
+        m->key_len = sizeof(h) + total;
+        memcpy(m->key, &h, sizeof(h));
+        at = (char *) m->key + sizeof(h);
+        for (int s = 0; s < AML_TPORT_SLOTS; s++) {
+            if (h.part_len[s])
+                memcpy(at, buf[s], h.part_len[s]);
+            at += h.part_len[s];
+        }
+    }
+    for (int i = 0; i < aml->ntports; i++)
+        if (buf[aml->tports[i]->slot])
+            aml->tports[i]->rkey_buf_release(aml, buf[aml->tports[i]->slot]);
+    return rc;
+}
+
 int aml_xmem_expose(aml_t * aml, void *addr, size_t len, aml_xmem_t ** out)
 {
     aml_xmem_t *m;
-    void *ub = NULL, *vb = NULL;
-    size_t ulen = 0, vlen = 0;
-    key_hdr_t h;
     int rc;
 
     if (!aml || !out || !addr || len == 0)
         return AML_ERR_INVAL;
-    if (!aml->ucx)
+    if (!aml->ntports)
         return AML_ERR_STATE;
     m = calloc(1, sizeof(*m));
     if (!m)
         return AML_ERR_NOMEM;
     m->addr = addr;
     m->len = len;
-    if ((rc = aml_ucx_tport.mem_map(aml, addr, len, &m->ucx_memh)) != AML_OK)
-        goto fail;
-    if ((rc = aml_ucx_tport.rkey_pack(aml, m->ucx_memh, &ub, &ulen)) != AML_OK)
-        goto fail;
-    if (aml->vnode) {
-        if ((rc = aml_vnode_tport.mem_map(aml, addr, len, &m->vn_memh)) != AML_OK)
-            goto fail;
-        if ((rc = aml_vnode_tport.rkey_pack(aml, m->vn_memh, &vb, &vlen)) != AML_OK)
-            goto fail;
+    if ((rc = xmem_pack(aml, m)) != AML_OK) {
+        xmem_unmap(aml, m);
+        free(m);
+        return rc;
     }
-    h.addr = (uint64_t) (uintptr_t) addr;
-    h.len = len;
-    h.ucx_len = (uint32_t) ulen;
-    h.vn_len = (uint32_t) vlen;
-    m->key_len = sizeof(h) + ulen + vlen;
-    m->key = malloc(m->key_len);
-    if (!m->key) {
-        rc = AML_ERR_NOMEM;
-        goto fail;
-    }
-    memcpy(m->key, &h, sizeof(h));
-    memcpy((char *) m->key + sizeof(h), ub, ulen);
-    if (vlen)
-        memcpy((char *) m->key + sizeof(h) + ulen, vb, vlen);
-    aml_ucx_tport.rkey_buf_release(aml, ub);
-    if (vb)
-        aml_vnode_tport.rkey_buf_release(aml, vb);
     *out = m;
     return AML_OK;
-  fail:
-    if (ub)
-        aml_ucx_tport.rkey_buf_release(aml, ub);
-    if (vb)
-        aml_vnode_tport.rkey_buf_release(aml, vb);
-    if (m->vn_memh)
-        aml_vnode_tport.mem_unmap(aml, m->vn_memh);
-    if (m->ucx_memh)
-        aml_ucx_tport.mem_unmap(aml, m->ucx_memh);
-    free(m);
-    return rc;
 }
 
 int aml_xmem_key(aml_t * aml, const aml_xmem_t * m, const void **key, size_t * key_len)
@@ -119,9 +128,7 @@ int aml_xmem_withdraw(aml_t * aml, aml_xmem_t * m)
 {
     if (!aml || !m)
         return AML_ERR_INVAL;
-    if (m->vn_memh)
-        aml_vnode_tport.mem_unmap(aml, m->vn_memh);
-    aml_ucx_tport.mem_unmap(aml, m->ucx_memh);
+    xmem_unmap(aml, m);
     free(m->key);
     free(m);
     return AML_OK;
@@ -133,7 +140,7 @@ int aml_xkey_open(aml_t * aml, int peer, const void *key, size_t key_len, aml_xk
     aml_xkey_t *k;
     key_hdr_t h;
     const char *part;
-    size_t plen;
+    uint64_t total = 0;
     int rc;
 
     if (!aml || !out || !key || key_len < sizeof(h) || !aml_peer_ok(aml, peer))
@@ -141,25 +148,26 @@ int aml_xkey_open(aml_t * aml, int peer, const void *key, size_t key_len, aml_xk
     if (!aml->connected)
         return AML_ERR_STATE;
     memcpy(&h, key, sizeof(h));
-    if (key_len != sizeof(h) + (size_t) h.ucx_len + h.vn_len || h.len == 0)
+    for (int s = 0; s < AML_TPORT_SLOTS; s++)
+        total += h.part_len[s];
+    if (key_len != sizeof(h) + total || h.len == 0)
         return AML_ERR_INVAL;
     p = &aml->peers[peer];
     if ((p->caps & (AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT)) !=
         (AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT) || !p->ep)
         return AML_ERR_NOT_SUPPORTED;
-    if (p->tport == &aml_vnode_tport) {
-        if (h.vn_len == 0)      /* the peer has no vnode: then it is not on our segment */
-            return AML_ERR_INVAL;
-        part = (const char *) key + sizeof(h) + h.ucx_len;
-        plen = h.vn_len;
-    } else {
-        part = (const char *) key + sizeof(h);
-        plen = h.ucx_len;
-    }
+    /* the part of the transport that reaches the peer; none: the peer does not use it, so
+     * the key is not one it could have made for us */
+    if (h.part_len[p->tport->slot] == 0)
+        return AML_ERR_INVAL;
+    part = (const char *) key + sizeof(h);
+    for (int s = 0; s < p->tport->slot; s++)
+        part += h.part_len[s];
     k = calloc(1, sizeof(*k));
     if (!k)
         return AML_ERR_NOMEM;
-    if ((rc = p->tport->rkey_unpack(p->ep, part, plen, &k->rkey)) != AML_OK) {
+    if ((rc = p->tport->rkey_unpack(p->ep, part, h.part_len[p->tport->slot], &k->rkey)) !=
+        AML_OK) {
         free(k);
         return rc;
     }
@@ -263,9 +271,14 @@ int aml_get_direct(aml_t * aml, aml_xkey_t * k, uint64_t raddr, void *dst, size_
 
 int aml_peer_read(aml_t * aml, int peer, void *dst, uint64_t raddr, size_t len)
 {
+    aml_peer_t *p;
     if (!aml || !aml_peer_ok(aml, peer) || (!dst && len))
         return AML_ERR_INVAL;
     if (!aml->connected)
         return AML_ERR_STATE;
-    return aml_vnode_read(aml, peer, dst, raddr, len);
+    p = &aml->peers[peer];
+    /* a copy only some transports make (vnode's single copy) */
+    if (!p->tport || !p->tport->read)
+        return AML_ERR_NOT_SUPPORTED;
+    return p->tport->read(aml, p, dst, raddr, len);
 }

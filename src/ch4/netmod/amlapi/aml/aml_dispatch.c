@@ -299,8 +299,8 @@ static int rx_decode(aml_t * aml, const void *header, size_t header_length, void
      * its descriptor */
     if (AML_UNLIKELY(!aml_delivery_ok(pt->flags, pkt.flags, by_rndv)))
         aml_fatal_pkt(aml, &pkt, "%s delivered it %s, the packet says otherwise",
-                      aml_src_ok(aml, pkt.src) ? aml->peers[pkt.src].tport->name : "UCX",
-                      by_rndv ? "by rendezvous" : "eagerly");
+                      aml_src_ok(aml, pkt.src) ? aml->peers[pkt.src].tport->name :
+                      "the transport", by_rndv ? "by rendezvous" : "eagerly");
     split(&pkt, hsize, header, header_length, data, length, &pp);
 
     if (!(pt->flags & PK_SEQ)) {

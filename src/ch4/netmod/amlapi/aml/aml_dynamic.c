@@ -111,6 +111,7 @@ static int rand64(uint64_t * v)
 static int new_peer(aml_t * aml, const void *upid, size_t len, int *peer)
 {
     aml_tport_ep_t eps[8];
+    const aml_tport_t *t;
     aml_peer_t *p;
     uint64_t tok;
     int i, rc;
@@ -137,26 +138,25 @@ static int new_peer(aml_t * aml, const void *upid, size_t len, int *peer)
     }
     memcpy(p->upid, upid, len);
     p->upid_len = len;
-    p->tport = &aml_ucx_tport;
-    rc = p->tport->connect(aml, i, (const char *) upid + sizeof(uint64_t), eps, aml->lanes,
-                           AML_TPORT_CONN_DYNAMIC);
+    /* the transport whose network address the upid carries (aml_dynamic_init) */
+    t = aml_net_tport(aml);
+    rc = t->connect(aml, i, (const char *) upid + sizeof(uint64_t), eps, aml->lanes,
+                    AML_TPORT_CONN_DYNAMIC);
     if (rc != AML_OK) {
-        snprintf(aml->errmsg, sizeof(aml->errmsg), "UCX cannot reach the process of another "
-                 "job at the address it gave (%zu bytes)", len - sizeof(uint64_t));
+        snprintf(aml->errmsg, sizeof(aml->errmsg), "%s cannot reach the process of another "
+                 "job at the address it gave (%zu bytes)", t->name, len - sizeof(uint64_t));
         free(p->upid);
         p->upid = NULL;
         return rc;
     }
-    p->caps = p->tport->caps;
-    p->eager_limit = aml->eager_limit;
-    p->pkt_size = aml->net_packet_size;
+    aml_peer_set_tport(aml, p, t);
     p->ep = eps[0];
     for (int l = 1; l < aml->lanes; l++)
         aml->lane_eps[(size_t) i * (aml->lanes - 1) + l - 1] = eps[l];
     p->dyn = AML_DYN_CONNECTING;
     aml_htab_put(&aml->uuids, &p->uh, upid_uuid(upid));
     aml_htab_put(&aml->tokens, &p->th, tok);
-    aml_tport_used(aml, p->tport);
+    aml_tport_used(aml, t);
     aml->npeers++;
     *peer = i;
     return AML_OK;
@@ -386,6 +386,7 @@ int aml_upid(aml_t * aml, int peer, const void **upid, size_t * len)
 /* This aml_t's id (never 0) and upid. */
 int aml_dynamic_init(aml_t * aml)
 {
+    const aml_tport_t *net = aml_net_tport(aml);
     const void *na;
     size_t nl;
     int rc;
@@ -405,7 +406,10 @@ int aml_dynamic_init(aml_t * aml)
     } while (!(aml->token >> 32));
     if (aml_htab_init(&aml->uuids, 256) || aml_htab_init(&aml->tokens, 64))
         return AML_ERR_NOMEM;
-    if ((rc = aml_ucx_tport.net_address(aml, &na, &nl)) != AML_OK)
+    /* the network address of the transport that reaches other jobs */
+    if (!net)
+        return AML_ERR_TRANSPORT;
+    if ((rc = net->net_address(aml, &na, &nl)) != AML_OK)
         return rc;
     aml->upid_len = sizeof(aml->uuid) + nl;
     if (aml->upid_len > AML_UPID_MAX)

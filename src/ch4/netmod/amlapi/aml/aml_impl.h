@@ -7,7 +7,9 @@
  * header of their own, included only above the file they call: aml_rx_fast.h (landing,
  * header handlers: base and protocols), aml_poll.h (one pass over the transports, through
  * their interface: protocols and services), aml_peer_ready.h (a send to a peer of another
- * job waits for its connection: services). The hash table is aml_htab.h.
+ * job waits for its connection: services). The hash table is aml_htab.h, the transports'
+ * interface aml_tport.h, and the one list of the transports built in aml_tports.h (its
+ * aml_tport_builtin refers to every transport: only the top, aml_context.c, calls it).
  *   base       aml_util.c      names, fatal errors, free lists, counters, registered memory
  *              aml_wire.c      the packet table (aml_wire.h), packet names, malformed-packet
  *                              errors
@@ -37,6 +39,7 @@
 #include "aml.h"
 #include "aml_wire.h"
 #include "aml_tport.h"
+#include "aml_tports.h"
 #include "aml_htab.h"
 #include <stdbool.h>
 #include <stdio.h>
@@ -64,7 +67,7 @@ static inline size_t aml_vnode_max_hdr(void)
 {
     return sizeof(aml_pkt_t) + AML_MAX_UHDR;
 }
-#define AML_TPORTS_MAX 2        /* transports one aml_t may use (UCX; vnode next) */
+#define AML_TPORTS_MAX AML_TPORT_SLOTS  /* transports one aml_t may use: all built in */
 #define AML_HOST_MAX 64         /* hostnames in addresses and errors (truncated) */
 
 #define AML_CONTAINER(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))
@@ -245,13 +248,14 @@ struct aml {
                                  * largest header */
     size_t eager_limit;
     int protocol;
-    const aml_tport_t *tports[AML_TPORTS_MAX];  /* the transports in use, each set up once */
+    const aml_tport_t *tports[AML_TPORTS_MAX];  /* the transports in use, each set up once,
+                                                 * in slot order (aml_tports.h) */
     int ntports;
-    struct aml_ucx *ucx;        /* the UCX transport's state (aml_ucx.c) */
-    struct aml_vnode *vnode;    /* the vnode transport's (aml_vnode.c), or NULL */
-    size_t vnode_eager_limit;   /* eager_limit of on-node peers with single copy */
+    void *tport_state[AML_TPORT_SLOTS]; /* each transport's own state, by slot: its init sets
+                                         * it and its fini clears it; NULL while not in use.
+                                         * Only the transport reads it */
     int64_t rndv_as_eager;      /* rendezvous-size messages sent eagerly: the peer's transport
-                                 * moves no data (vnode without single copy) */
+                                 * moves no data but packets (offers no RNDV, GET or PUT) */
     unsigned tport_every[AML_TPORTS_MAX];       /* aml_poll progresses tports[i] every this
                                                  * many passes (1 once it reaches another
                                                  * process: aml_tport_used) */
@@ -260,7 +264,8 @@ struct aml {
                                                  * tok_head >= 0 (aml_adaptive_flush_tokens) */
     char errmsg[512];           /* aml_error */
     int efd;                    /* interrupt mode: the transport's event fd, else -1 */
-    char *addr;                 /* aml_addr_hdr_t, then the transport's address */
+    char *addr;                 /* aml_addr_hdr_t, then the transports' addresses
+                                 * (aml_context.c) */
     size_t addr_len;
     struct {                    /* the first setting a peer disagreed on (aml_connect) */
         const char *setting;
@@ -458,6 +463,27 @@ static inline void aml_tport_used(aml_t * aml, const aml_tport_t * t)
     for (int i = 0; i < aml->ntports; i++)
         if (aml->tports[i] == t)
             aml->tport_every[i] = 1;
+}
+
+/* The transport that reaches processes anywhere, other hosts and jobs (the first in use with a
+ * network address: UCX), or NULL. */
+static inline const aml_tport_t *aml_net_tport(const aml_t * aml)
+{
+    for (int i = 0; i < aml->ntports; i++)
+        if (aml->tports[i]->net_address)
+            return aml->tports[i];
+    return NULL;
+}
+
+/* Peer p is reached by t (aml_connect, aml_add_peer): what t offers it, its eager limit (t's
+ * own, or aml's) and the size of its eager and adaptive packets. */
+static inline void aml_peer_set_tport(aml_t * aml, aml_peer_t * p, const aml_tport_t * t)
+{
+    p->tport = t;
+    p->caps = t->offers ? t->offers(aml) : t->caps;
+    if (!t->eager_limit || !t->eager_limit(aml, &p->eager_limit))
+        p->eager_limit = aml->eager_limit;
+    p->pkt_size = (t->caps & AML_TPORT_CAP_LOCAL) ? aml->packet_size : aml->net_packet_size;
 }
 
 /* Fills a compact header's common part for peer p and, when seq, assigns the packet the next

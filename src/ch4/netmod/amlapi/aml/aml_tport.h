@@ -2,13 +2,15 @@
  * The transport interface: what aml's protocols need from whatever moves packets and bytes to
  * a peer. Not part of the API.
  *
- * A transport is chosen per peer (aml_peer_t.tport, set at aml_connect): vnode (aml_vnode.c:
- * on-node FIFOs, single copy by process_vm_readv) for the other ranks of this node
- * when the embedder configured it, UCX (aml_ucx.c) for every other peer and this rank itself. The protocols call only through this table, so a second
- * transport needs no change in them; what a transport cannot do it leaves out of `caps`, and
- * the protocol choice (aml_xfer.c) avoids it for that peer: e.g. a transport with get but no
- * rendezvous of its own gets aml's get-based rendezvous. A transport that cannot send inline
- * refuses every send_inline.
+ * A transport is chosen per peer (aml_peer_t.tport, set at aml_connect): the most local one
+ * that reaches it (aml_tports.h lists them: vnode, on-node FIFOs and single copy, for the
+ * other ranks of this node when the embedder configured it; UCX for every other peer and this
+ * rank itself). The protocols call only through this table, and setup asks it what a
+ * transport offers, so a further transport needs no change in them: its state is its own
+ * (aml->tport_state[its slot]); what it cannot do it leaves out of `caps`, and the protocol
+ * choice (aml_xfer.c) avoids it for that peer: e.g. a transport with get but no rendezvous of
+ * its own gets aml's get-based rendezvous. A transport that cannot send inline refuses every
+ * send_inline.
  *
  * The contract, for every transport:
  * - Packets. A packet is a header (hdr_len bytes) and an optional payload (len bytes). The
@@ -43,6 +45,7 @@
 #define AML_TPORT_H_INCLUDED
 
 #include "aml.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +53,12 @@ typedef void *aml_tport_ep_t;   /* an endpoint (lane) to one peer */
 struct aml_peer;                /* aml's state of one peer (aml_impl.h) */
 typedef void *aml_tport_memh_t; /* local memory registered with a transport */
 typedef void *aml_tport_rkey_t; /* a peer's memory, unpacked from the rkey it sent */
+
+/* A rank's address for one transport, at aml_connect (len 0: it has none) */
+typedef struct aml_tport_addr {
+    const void *addr;
+    size_t len;
+} aml_tport_addr_t;
 
 /* An operation that may complete after its call returned (a send, a rendezvous data move).
  * The caller embeds it in its own record, sets the fields the operation reads, and keeps the
@@ -104,20 +113,46 @@ typedef int (*aml_tport_rx_fn_t) (aml_t * aml, const void *hdr, size_t hdr_len, 
 #define AML_TPORT_CAP_RNDV 0x1  /* send with AML_TPORT_SEND_RNDV, rndv_recv, rndv_release */
 #define AML_TPORT_CAP_GET  0x2  /* get from a peer's registered memory (rkeys) */
 #define AML_TPORT_CAP_PUT  0x4  /* put to a peer's registered memory (rkeys) */
+#define AML_TPORT_CAP_LOCAL 0x8 /* shared memory on this node: its eager and adaptive packets
+                                 * are aml_config.packet_size (what its records hold), the
+                                 * other transports' net_packet_size */
 
 typedef struct aml_tport {
     const char *name;           /* in error messages */
-    unsigned caps;              /* AML_TPORT_CAP_* */
+    int slot;                   /* its slot (aml_tports.h) */
+    unsigned caps;              /* AML_TPORT_CAP_*: the most it offers (see offers) */
 
     /* -- setup, from aml_init/aml_connect/aml_quiesce/aml_finalize -- */
-    /* Creates the transport's state for aml (aml->cfg is set); packets go to rx. *max_hdr:
-     * the largest packet header it carries. */
+    /* NULL (always), or: whether aml_init sets it up for cfg, asked before anything is
+     * created: 1 yes, 0 no, -1 cfg's settings of it contradict each other (aml_init fails
+     * with AML_ERR_INVAL). */
+    int (*wanted) (const aml_config_t * cfg);
+    /* Creates the transport's state for aml (aml->cfg is set) in aml->tport_state[slot];
+     * packets go to rx. *max_hdr: the largest packet header it carries. */
     int (*init) (aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr);
     /* This process's transport address (exchanged by the embedder). */
     int (*address) (aml_t * aml, const void **addr, size_t * len);
     /* NULL, or: an address of this process that reaches it from any host, for processes of
      * other jobs (aml_dynamic.c); as short as the transport can make it. */
     int (*net_address) (aml_t * aml, const void **addr, size_t * len);
+    /* NULL (every peer: the transport of last resort), or: whether it reaches rank peer,
+     * whose address for it is addr (after attach). */
+    bool (*reaches) (aml_t * aml, int peer, const aml_tport_addr_t * addr);
+    /* NULL, or: what needs every rank's address, at aml_connect before any connect:
+     * addrs[rank] (none for a malformed one: connecting its rank fails later). vnode maps the
+     * node's segment here, which every rank of the node has created by now (the embedder's
+     * exchange was the barrier), and starts watching its ranks. Errors: why in aml->errmsg. */
+    int (*attach) (aml_t * aml, const aml_tport_addr_t * addrs);
+    /* NULL, or: aml_connect found that the ranks' settings differ, so attach will not come:
+     * release at once what other ranks would attach to (vnode: the segment's name). The
+     * aml_t is only finalized after that (the embedder ends the job). */
+    void (*abandon) (aml_t * aml);
+    /* NULL (caps), or: what it offers every peer it connects, within caps, once attach ran
+     * (vnode: get and put only where the node allows single copy). */
+    unsigned (*offers) (aml_t * aml);
+    /* NULL, or: true and *limit when it sets its peers' eager limit itself (where its own
+     * data moves start to beat its packets: aml_senv leaves it alone); else they get aml's. */
+    bool (*eager_limit) (aml_t * aml, size_t * limit);
     /* neps endpoints to peer, whose address is addr (lanes: eps[0] carries the sequenced
      * packets, the others adaptive data). AML_TPORT_CONN_DYNAMIC: peer is a process of
      * another job, which may end before this one (its failure marks the peer
@@ -171,6 +206,10 @@ typedef struct aml_tport {
     /* NULL, or: 1 when get and put on ep are carried out in software by the peer's progress
      * (no RDMA under them), else 0. */
     int (*rma_soft) (aml_tport_ep_t ep);
+    /* NULL (AML_ERR_NOT_SUPPORTED), or: len bytes at raddr in p's memory into dst, done when
+     * it returns, with no key (aml_peer_read): AML_OK, or AML_ERR_NOT_SUPPORTED where this
+     * node does not allow it. A failed copy is fatal, naming the peer. */
+    int (*read) (aml_t * aml, struct aml_peer * p, void *dst, uint64_t raddr, size_t len);
 
     /* -- progress -- */
     /* One pass: delivers arrivals (rx) and completions (op->done); returns the events. */
@@ -179,34 +218,12 @@ typedef struct aml_tport {
      * AML_ERR_STATE when events are pending, else AML_ERR_TRANSPORT. */
     int (*arm) (aml_t * aml);
     int (*event_fd) (aml_t * aml, int *fd);
-} aml_tport_t;
 
-/* The transports */
-extern const aml_tport_t aml_ucx_tport;
-extern const aml_tport_t aml_vnode_tport;
-/* vnode's setup beyond the table (aml_vnode.c): whether the rank at vnode address addr is on
- * this node (1, with its index; 0 not; -1 inconsistent), mapping the segment at connect, what
- * it offers (get/put only with single copy), its counters (aml_qenv), a keyless single copy
- * (aml_peer_read) */
-int aml_vnode_local(aml_t * aml, const void *addr, int *local);
-int aml_vnode_attach(aml_t * aml, const void *addr0, char *err, size_t errlen);
-int aml_vnode_watch(aml_t * aml);
-unsigned aml_vnode_caps(aml_t * aml);
-int64_t aml_vnode_stat(aml_t * aml, int q);
-int aml_vnode_read(aml_t * aml, int peer, void *dst, uint64_t raddr, size_t len);
-/* aml_ucx_tport.progress and aml_vnode_tport.progress, which aml_poll calls directly (a
- * polling loop's every pass) */
-int aml_ucx_progress(aml_t * aml);
-int aml_vnode_progress(aml_t * aml);
-/* TCP keepalive on the sockets UCX accepted (aml_ucx_keepalive.c): mark this process's
- * listeners before the worker exists, find the worker's after, start watching once a peer is
- * on another host, free (stopping the watch) before the worker goes. count: sockets armed. */
-#define AML_KEEPALIVE_PROBES 3
-struct aml_ucx_ka *aml_ucx_ka_mark(int secs);
-void aml_ucx_ka_listeners(struct aml_ucx_ka *k);
-void aml_ucx_ka_sweep(struct aml_ucx_ka *k);
-void aml_ucx_ka_start(struct aml_ucx_ka *k);
-unsigned long aml_ucx_ka_count(const struct aml_ucx_ka *k);
-void aml_ucx_ka_free(struct aml_ucx_ka *k);
+    /* -- environment -- */
+    /* NULL, or: the value of aml_qenv's query q when q is one of its own (its counters):
+     * AML_OK; else AML_ERR_INVAL. Asked whether or not it is in use (then its counters are
+     * 0). */
+    int (*query) (aml_t * aml, int q, int64_t * val);
+} aml_tport_t;
 
 #endif /* AML_TPORT_H_INCLUDED */

@@ -4,6 +4,7 @@
  * ucp_get_nbx/ucp_put_nbx move rendezvous data. The only file of aml that calls UCX.
  */
 #include "aml_impl.h"
+#include "aml_ucx_keepalive.h"
 #include <ucp/api/ucp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,12 @@ struct aml_ucx {
     aml_tport_rx_fn_t rx;
     struct aml_ucx_ka *ka;      /* keepalive on accepted sockets (aml_ucx_keepalive.c) */
 };
+
+/* This transport's state in aml (aml_tports.h): a load at a fixed offset, as a field was */
+static inline struct aml_ucx *ucx_of(const aml_t * aml)
+{
+    return aml->tport_state[AML_TPORT_UCX];
+}
 
 /* rx returns 0 or AML_TPORT_RX_KEPT, which are UCX's UCS_OK and UCS_INPROGRESS */
 _Static_assert(UCS_OK == 0 && UCS_INPROGRESS == AML_TPORT_RX_KEPT, "rx results are UCX's");
@@ -45,9 +52,9 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
     }
     memcpy(&stamp, header, sizeof(stamp));
     /* a rendezvous descriptor handed on or kept persists when we return UCS_INPROGRESS */
-    return (ucs_status_t) aml->ucx->rx(aml, (const char *) header + sizeof(stamp),
-                                       header_length - sizeof(stamp), data, length, flags,
-                                       aml_token_src(aml, stamp));
+    return (ucs_status_t) ucx_of(aml)->rx(aml, (const char *) header + sizeof(stamp),
+                                          header_length - sizeof(stamp), data, length, flags,
+                                          aml_token_src(aml, stamp));
 }
 
 _Static_assert(AML_TPORT_HEADROOM == sizeof(uint64_t), "the token fills the headroom");
@@ -64,7 +71,7 @@ static const void *stamped(const aml_peer_t * p, const void *hdr)
 
 static void ucx_fini(aml_t * aml)
 {
-    struct aml_ucx *u = aml->ucx;
+    struct aml_ucx *u = ucx_of(aml);
     if (!u)
         return;
     aml_ucx_ka_free(u->ka);
@@ -77,7 +84,7 @@ static void ucx_fini(aml_t * aml)
     if (u->ctx)
         ucp_cleanup(u->ctx);
     free(u);
-    aml->ucx = NULL;
+    aml->tport_state[AML_TPORT_UCX] = NULL;
 }
 
 /* How a rank finds that a host is gone (measured with UCX 1.13.1 between two network
@@ -135,7 +142,7 @@ static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
 
     if (!u)
         return AML_ERR_NOMEM;
-    aml->ucx = u;
+    aml->tport_state[AML_TPORT_UCX] = u;
     u->rx = rx;
     u->efd = -1;
     if (ucp_config_read(NULL, NULL, &ucfg) != UCS_OK)
@@ -201,8 +208,9 @@ static int ucx_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
 
 static int ucx_address(aml_t * aml, const void **addr, size_t * len)
 {
-    *addr = aml->ucx->addr;
-    *len = aml->ucx->addr_len;
+    struct aml_ucx *u = ucx_of(aml);
+    *addr = u->addr;
+    *len = u->addr_len;
     return AML_OK;
 }
 
@@ -211,7 +219,7 @@ static int ucx_address(aml_t * aml, const void **addr, size_t * len)
  * process of another job must fit in an MPI port name (256 characters, hex-encoded). */
 static int ucx_net_address(aml_t * aml, const void **addr, size_t * len)
 {
-    struct aml_ucx *u = aml->ucx;
+    struct aml_ucx *u = ucx_of(aml);
     if (!u->net_addr) {
         ucp_worker_attr_t wattr;
         wattr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS;
@@ -277,11 +285,11 @@ static int ucx_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t *
         ep.err_handler.cb = (flags & AML_TPORT_CONN_DYNAMIC) ? dyn_ep_failed : remote_ep_failed;
         ep.err_handler.arg = aml;
         /* a peer on another host: from now on, this rank's accepted sockets are watched too */
-        aml_ucx_ka_start(aml->ucx->ka);
+        aml_ucx_ka_start(ucx_of(aml)->ka);
     }
     for (int l = 0; l < neps; l++) {
         ucp_ep_h h;
-        if (ucp_ep_create(aml->ucx->worker, &ep, &h) != UCS_OK)
+        if (ucp_ep_create(ucx_of(aml)->worker, &ep, &h) != UCS_OK)
             return AML_ERR_TRANSPORT;
         eps[l] = h;
     }
@@ -380,7 +388,7 @@ static int ucx_rndv_recv(aml_t * aml, void *desc, void *dst, aml_tport_op_t * op
     param.cb.recv_am = rndv_recv_cb;
     param.user_data = op;
     param.recv_info.length = &got;
-    req = ucp_am_recv_data_nbx(aml->ucx->worker, desc, dst, op->len, &param);
+    req = ucp_am_recv_data_nbx(ucx_of(aml)->worker, desc, dst, op->len, &param);
     if (UCS_PTR_IS_ERR(req))
         aml_fatal(aml, "rendezvous receive from rank %d failed: %s", op->peer,
                   ucs_status_string(UCS_PTR_STATUS(req)));
@@ -395,7 +403,7 @@ static int ucx_rndv_recv(aml_t * aml, void *desc, void *dst, aml_tport_op_t * op
 
 static void ucx_rndv_release(aml_t * aml, void *desc)
 {
-    ucp_am_data_release(aml->ucx->worker, desc);
+    ucp_am_data_release(ucx_of(aml)->worker, desc);
 }
 
 /* ---- memory --------------------------------------------------------------------------- */
@@ -408,7 +416,7 @@ static int ucx_mem_map(aml_t * aml, void *addr, size_t len, aml_tport_memh_t * m
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     mp.address = addr;
     mp.length = len;
-    if (ucp_mem_map(aml->ucx->ctx, &mp, &h) != UCS_OK)
+    if (ucp_mem_map(ucx_of(aml)->ctx, &mp, &h) != UCS_OK)
         return AML_ERR_TRANSPORT;
     *memh = h;
     return AML_OK;
@@ -416,12 +424,13 @@ static int ucx_mem_map(aml_t * aml, void *addr, size_t len, aml_tport_memh_t * m
 
 static void ucx_mem_unmap(aml_t * aml, aml_tport_memh_t memh)
 {
-    ucp_mem_unmap(aml->ucx->ctx, memh);
+    ucp_mem_unmap(ucx_of(aml)->ctx, memh);
 }
 
 static int ucx_rkey_pack(aml_t * aml, aml_tport_memh_t memh, void **buf, size_t * len)
 {
-    return ucp_rkey_pack(aml->ucx->ctx, memh, buf, len) == UCS_OK ? AML_OK : AML_ERR_TRANSPORT;
+    return ucp_rkey_pack(ucx_of(aml)->ctx, memh, buf, len) == UCS_OK ? AML_OK :
+        AML_ERR_TRANSPORT;
 }
 
 static void ucx_rkey_buf_release(aml_t * aml, void *buf)
@@ -530,14 +539,14 @@ static int ucx_flush(aml_tport_ep_t ep, aml_tport_op_t * op)
 
 /* ---- progress ------------------------------------------------------------------------- */
 
-int aml_ucx_progress(aml_t * aml)
+static int ucx_progress(aml_t * aml)
 {
-    return (int) ucp_worker_progress(aml->ucx->worker);
+    return (int) ucp_worker_progress(ucx_of(aml)->worker);
 }
 
 static int ucx_arm(aml_t * aml)
 {
-    ucs_status_t st = ucp_worker_arm(aml->ucx->worker);
+    ucs_status_t st = ucp_worker_arm(ucx_of(aml)->worker);
     if (st == UCS_OK)
         return AML_OK;
     if (st == UCS_ERR_BUSY)
@@ -547,9 +556,10 @@ static int ucx_arm(aml_t * aml)
 
 static int ucx_event_fd(aml_t * aml, int *fd)
 {
-    if (aml->ucx->efd < 0)
+    struct aml_ucx *u = ucx_of(aml);
+    if (u->efd < 0)
         return AML_ERR_STATE;
-    *fd = aml->ucx->efd;
+    *fd = u->efd;
     return AML_OK;
 }
 
@@ -594,6 +604,7 @@ static int ucx_rma_soft(aml_tport_ep_t ep)
 
 const aml_tport_t aml_ucx_tport = {
     .name = "UCX",
+    .slot = AML_TPORT_UCX,
     .caps = AML_TPORT_CAP_RNDV | AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT,
     .init = ucx_init,
     .address = ucx_address,
@@ -614,7 +625,7 @@ const aml_tport_t aml_ucx_tport = {
     .get = ucx_get,
     .put = ucx_put,
     .rma_soft = ucx_rma_soft,
-    .progress = aml_ucx_progress,
+    .progress = ucx_progress,
     .arm = ucx_arm,
     .event_fd = ucx_event_fd,
 };

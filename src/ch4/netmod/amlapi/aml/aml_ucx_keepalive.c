@@ -20,6 +20,7 @@
 #define _GNU_SOURCE     /* pthread_setname_np */
 #endif
 #include "aml_impl.h"
+#include "aml_ucx_keepalive.h"
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>

@@ -57,6 +57,12 @@ struct aml_vnode {
     char addr[24];              /* job hash, nlocal, local, local rank 0's key (vnode_key) */
 };
 
+/* This transport's state in aml (aml_tports.h): a load at a fixed offset, as a field was */
+static inline struct aml_vnode *vn_of(const aml_t * aml)
+{
+    return aml->tport_state[AML_TPORT_VNODE];
+}
+
 /* The rkey of a buffer: vnode needs no registration; the receiver checks every access against
  * the range the owner advertised. key: the range's export (vnode_export, 0: none), so that the
  * owner's progress copies part of it (vnode_share.c). */
@@ -66,9 +72,20 @@ typedef struct vrange {
 
 /* ---- setup ---------------------------------------------------------------------------- */
 
+/* Configured by the embedder (vnode_job); alone on its node a rank needs no segment. */
+static int vn_wanted(const aml_config_t * cfg)
+{
+    if (!cfg->vnode_job)
+        return 0;
+    if (cfg->vnode_nlocal < 1 || cfg->vnode_nlocal > cfg->size || cfg->vnode_local < 0 ||
+        cfg->vnode_local >= cfg->vnode_nlocal)
+        return -1;
+    return cfg->vnode_nlocal > 1;
+}
+
 static void vn_fini(aml_t * aml)
 {
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     if (!n)
         return;
     vnode_finalize(n->v);
@@ -85,7 +102,7 @@ static void vn_fini(aml_t * aml)
     free(n->peers);
     free(n->rank_of);
     free(n);
-    aml->vnode = NULL;
+    aml->tport_state[AML_TPORT_VNODE] = NULL;
 }
 
 static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
@@ -97,7 +114,7 @@ static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
 
     if (!n)
         return AML_ERR_NOMEM;
-    aml->vnode = n;
+    aml->tport_state[AML_TPORT_VNODE] = n;
     n->rx = rx;
     n->peers = calloc(aml->size, sizeof(vpeer_t));
     n->rank_of = calloc(cfg->vnode_nlocal, sizeof(int));
@@ -132,45 +149,70 @@ static int vn_init(aml_t * aml, aml_tport_rx_fn_t rx, size_t * max_hdr)
 
 static int vn_address(aml_t * aml, const void **addr, size_t * len)
 {
-    *addr = aml->vnode->addr;
-    *len = sizeof(aml->vnode->addr);
+    struct aml_vnode *n = vn_of(aml);
+    *addr = n->addr;
+    *len = sizeof(n->addr);
     return AML_OK;
 }
 
-/* Whether the rank whose vnode address is addr shares this rank's segment, and its index. */
-int aml_vnode_local(aml_t * aml, const void *addr, int *local)
+/* Whether the rank whose vnode address is a shares this rank's segment (1, with its index;
+ * 0 not, or it has no vnode; -1 the same segment described differently: the embedder
+ * erred). */
+static int vn_local(const struct aml_vnode *n, const aml_tport_addr_t * a, int *local)
 {
-    struct aml_vnode *n = aml->vnode;
     uint64_t h;
     uint32_t nl, lo;
-    if (!n)
+    if (a->len != sizeof(n->addr))
         return 0;
-    memcpy(&h, addr, 8);
-    memcpy(&nl, (const char *) addr + 8, 4);
-    memcpy(&lo, (const char *) addr + 12, 4);
+    memcpy(&h, a->addr, 8);
+    memcpy(&nl, (const char *) a->addr + 8, 4);
+    memcpy(&lo, (const char *) a->addr + 12, 4);
     if (h != n->job_hash)
         return 0;
     if (nl != (uint32_t) vnode_nlocal(n->v) || lo >= nl)
-        return -1;      /* the same segment, described differently: the embedder erred */
+        return -1;
     *local = (int) lo;
     return 1;
 }
 
-/* Maps the segment once every local rank has created its part (the embedder's address
- * exchange was the barrier), with the key in local rank 0's address (addr0; NULL on local
- * rank 0): after it, whether single copy is allowed is known. */
-int aml_vnode_attach(aml_t * aml, const void *addr0, char *err, size_t errlen)
+/* Local rank 0's key (vnode_key) from its address among addrs; 0 on local rank 0. */
+static uint64_t vn_key0(aml_t * aml, const aml_tport_addr_t * addrs)
 {
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     uint64_t key = 0;
-    if (addr0)
-        memcpy(&key, (const char *) addr0 + 16, 8);
-    int rc = vnode_attach(n->v, key);
-    if (rc != VNODE_OK) {
-        snprintf(err, errlen, "%s", vnode_error(n->v));
-        return AML_ERR_SETUP;
+    int local;
+    for (int i = 0; i < aml->size; i++)
+        if (i != aml->rank && vn_local(n, &addrs[i], &local) == 1 && local == 0) {
+            memcpy(&key, (const char *) addrs[i].addr + 16, 8);
+            break;
+        }
+    return key;
+}
+
+/* The other ranks on this segment and their local indexes (their FIFOs), from addrs. */
+static int vn_map_peers(aml_t * aml, const aml_tport_addr_t * addrs)
+{
+    struct aml_vnode *n = vn_of(aml);
+    int local, me = vnode_local(n->v);
+    for (int i = 0; i < aml->size; i++) {
+        int r = i == aml->rank ? 0 : vn_local(n, &addrs[i], &local);
+        if (r < 0) {
+            snprintf(aml->errmsg, sizeof(aml->errmsg), "rank %d shares this rank's node "
+                     "segment but describes it differently (node size or index)", i);
+            return AML_ERR_SETUP;
+        }
+        if (r == 0)
+            continue;
+        if (local == me || n->rank_of[local] != -1) {
+            snprintf(aml->errmsg, sizeof(aml->errmsg), "rank %d claims index %d on this "
+                     "node, which rank %d has", i, local,
+                     local == me ? aml->rank : n->rank_of[local]);
+            return AML_ERR_SETUP;
+        }
+        n->rank_of[local] = i;
+        n->peers[i].rank = i;
+        n->peers[i].local = local;
     }
-    n->single_copy = aml->cfg.vnode_single_copy && vnode_single_copy(n->v);
     return AML_OK;
 }
 
@@ -184,7 +226,7 @@ static void vn_died(void *arg, int n, const int *local, const int *pid)
     size_t at = 0;
     for (int i = 0; i < n && at < sizeof(who) - 40; i++)
         at += (size_t) snprintf(who + at, sizeof(who) - at, "%srank %d (pid %d)",
-                                i ? ", " : "", aml->vnode->rank_of[local[i]], pid[i]);
+                                i ? ", " : "", vn_of(aml)->rank_of[local[i]], pid[i]);
     aml_fatal(aml, "%s on %s ended without finalizing: killed, crashed or exited early", who,
               aml->host);
 }
@@ -193,37 +235,66 @@ static void vn_died(void *arg, int n, const int *local, const int *pid)
  * need not add that it died */
 static void vn_ending(aml_t * aml)
 {
-    vnode_ending(aml->vnode->v);
+    vnode_ending(vn_of(aml)->v);
 }
 
-int aml_vnode_watch(aml_t * aml)
+/* Maps the segment once every local rank has created its part (the embedder's address
+ * exchange was the barrier), with the key in local rank 0's address: after it, whether
+ * single copy is allowed is known. Then the ranks on it, and (vnode_watch) the watch of
+ * them, which names them. */
+static int vn_attach(aml_t * aml, const aml_tport_addr_t * addrs)
 {
-    if (vnode_watch(aml->vnode->v, vn_died, aml) != VNODE_OK)
+    struct aml_vnode *n = vn_of(aml);
+    int rc = vnode_attach(n->v, vn_key0(aml, addrs));
+    if (rc != VNODE_OK) {
+        snprintf(aml->errmsg, sizeof(aml->errmsg), "%s", vnode_error(n->v));
         return AML_ERR_SETUP;
-    aml->fatal_hook = vn_ending;
+    }
+    n->single_copy = aml->cfg.vnode_single_copy && vnode_single_copy(n->v);
+    if ((rc = vn_map_peers(aml, addrs)) != AML_OK)
+        return rc;
+    if (aml->cfg.vnode_watch) {
+        if (vnode_watch(n->v, vn_died, aml) != VNODE_OK)
+            return AML_ERR_SETUP;
+        aml->fatal_hook = vn_ending;
+    }
     return AML_OK;
 }
 
-/* What the transport offers a peer: get and put only with single copy. */
-unsigned aml_vnode_caps(aml_t * aml)
+/* The ranks attach found on this segment: not this rank, nor processes of other jobs. */
+static bool vn_reaches(aml_t * aml, int peer, const aml_tport_addr_t * addr)
 {
-    return aml->vnode->single_copy ? AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT : 0;
+    struct aml_vnode *n = vn_of(aml);
+    return peer >= 0 && peer < aml->size && n->rank_of[n->peers[peer].local] == peer;
+}
+
+/* What the transport offers its peers: get and put only with single copy. */
+static unsigned vn_offers(aml_t * aml)
+{
+    return AML_TPORT_CAP_LOCAL |
+        (vn_of(aml)->single_copy ? AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT : 0);
+}
+
+/* With single copy its peers' eager limit is vnode_eager_limit, where single copy starts to
+ * beat the FIFOs (0: aml's at init); without, they follow aml's (above it their messages go
+ * eagerly through the FIFOs: aml_xfer.c). */
+static bool vn_eager_limit(aml_t * aml, size_t * limit)
+{
+    if (!vn_of(aml)->single_copy)
+        return false;
+    *limit = aml->cfg.vnode_eager_limit ? aml->cfg.vnode_eager_limit : aml->cfg.eager_limit;
+    return true;
 }
 
 static int vn_connect(aml_t * aml, int peer, const void *addr, aml_tport_ep_t * eps, int neps,
                       unsigned flags)
 {
-    struct aml_vnode *n = aml->vnode;
-    vpeer_t *vp = &n->peers[peer];
-    int local;
+    struct aml_vnode *n = vn_of(aml);
+    vpeer_t *vp;
     /* processes of other jobs are outside this job's segment */
-    if ((flags & AML_TPORT_CONN_DYNAMIC) || aml_vnode_local(aml, addr, &local) != 1 ||
-        local == vnode_local(n->v) ||
-        n->rank_of[local] != -1)
+    if ((flags & AML_TPORT_CONN_DYNAMIC) || !vn_reaches(aml, peer, NULL))
         return AML_ERR_INVAL;
-    vp->rank = peer;
-    vp->local = local;
-    n->rank_of[local] = peer;
+    vp = &n->peers[peer];
     /* one FIFO per pair: every lane is it (adaptive data needs no order) */
     for (int l = 0; l < neps; l++)
         eps[l] = vp;
@@ -263,7 +334,7 @@ static void vq_copy(aml_t * aml, vpeer_t * vp, const void *hdr, size_t hdr_len,
     q->hdr_len = hdr_len;
     q->data = q->copy + hdr_len;
     q->len = len;
-    vq_append(aml->vnode, vp, q);
+    vq_append(vn_of(aml), vp, q);
 }
 
 /* vnode_send, where anything but "sent" or "no room" is our bug, not a full ring to retry
@@ -271,9 +342,9 @@ static void vq_copy(aml_t * aml, vpeer_t * vp, const void *hdr, size_t hdr_len,
 static int vq_try(aml_t * aml, vpeer_t * vp, const void *hdr, size_t hdr_len, const void *data,
                   size_t len)
 {
-    int rc = vnode_send(aml->vnode->v, vp->local, hdr, hdr_len, data, len);
+    int rc = vnode_send(vn_of(aml)->v, vp->local, hdr, hdr_len, data, len);
     if (AML_UNLIKELY(rc != VNODE_OK && rc != VNODE_AGAIN))
-        aml_fatal(aml, "%s", vnode_error(aml->vnode->v));
+        aml_fatal(aml, "%s", vnode_error(vn_of(aml)->v));
     return rc;
 }
 
@@ -295,26 +366,26 @@ static void *vn_reserve(aml_t * aml, aml_peer_t * p, size_t len)
     int rc;
     if (AML_UNLIKELY(vp->qhead != NULL) || len > VNODE_SHORT_MAX)
         return NULL;    /* behind the waiting ones, or a long record: send_inline */
-    rc = vnode_reserve(aml->vnode->v, vp->local, len, &at);
+    rc = vnode_reserve(vn_of(aml)->v, vp->local, len, &at);
     if (AML_LIKELY(rc == VNODE_OK))
         return at;
     if (AML_UNLIKELY(rc != VNODE_AGAIN))
-        aml_fatal(aml, "%s", vnode_error(aml->vnode->v));
+        aml_fatal(aml, "%s", vnode_error(vn_of(aml)->v));
     return NULL;
 }
 
 static void vn_commit(aml_t * aml, aml_peer_t * p)
 {
     vpeer_t *vp = p->ep;
-    if (AML_UNLIKELY(vnode_commit(aml->vnode->v, vp->local) != VNODE_OK))
-        aml_fatal(aml, "%s", vnode_error(aml->vnode->v));
+    if (AML_UNLIKELY(vnode_commit(vn_of(aml)->v, vp->local) != VNODE_OK))
+        aml_fatal(aml, "%s", vnode_error(vn_of(aml)->v));
 }
 
 static int vn_send(aml_tport_ep_t ep, aml_tport_op_t * op, size_t hdr_len, const void *data,
                    size_t len, unsigned flags)
 {
     aml_t *aml = op->aml;
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     vpeer_t *vp = ep;
     vq_t *q;
 
@@ -343,7 +414,7 @@ static int vn_send(aml_tport_ep_t ep, aml_tport_op_t * op, size_t hdr_len, const
 /* Sends what waited, in order, as far as the FIFOs take it. */
 static int drain_waiting(aml_t * aml)
 {
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     vpeer_t **pp = &n->waiting;
     int events = 0;
     while (*pp) {
@@ -378,14 +449,14 @@ static int drain_waiting(aml_t * aml)
 static void vn_rx(void *arg, int src, const void *hdr, size_t hlen, const void *data, size_t len)
 {
     aml_t *aml = arg;
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     n->rx(aml, hdr, hlen, (void *) data, len, 0, n->rank_of[src]);
 }
 
 /* A failed single copy or export: which peer, and why. */
 static void copy_failed(aml_t * aml, const char *what, int rc)
 {
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     int lp = vnode_error_peer(n->v);
     int rank = lp >= 0 ? n->rank_of[lp] : -1;
     if (rc == VNODE_ERR_MALFORMED)
@@ -397,7 +468,7 @@ static void copy_failed(aml_t * aml, const char *what, int rc)
 /* This rank's part of the shared copies of its exports. */
 static int help(aml_t * aml)
 {
-    int rc = vnode_help(aml->vnode->v);
+    int rc = vnode_help(vn_of(aml)->v);
     if (AML_UNLIKELY(rc < 0))
         copy_failed(aml, "helping a single copy", rc);
     return rc;
@@ -406,7 +477,7 @@ static int help(aml_t * aml)
 /* Completes the single copies whose other end has finished its chunks. */
 static int shares_test(aml_t * aml)
 {
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     int events = 0;
     for (vshare_t ** pp = &n->shares, *q; (q = *pp);) {
         if (vnode_share_test(n->v, &q->s) != VNODE_OK) {
@@ -428,7 +499,7 @@ static int shares_test(aml_t * aml)
 static __attribute__ ((noinline))
 int pending_work(aml_t * aml)
 {
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     int events = 0;
     if (n->waiting != NULL)
         events = drain_waiting(aml);
@@ -442,15 +513,15 @@ int pending_work(aml_t * aml)
 static __attribute__ ((noinline, noreturn))
 void poll_failed(aml_t * aml)
 {
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     int lp = vnode_error_peer(n->v);
     aml_fatal(aml, "vnode FIFO from rank %d: %s", lp >= 0 ? n->rank_of[lp] : -1,
               vnode_error(n->v));
 }
 
-int aml_vnode_progress(aml_t * aml)
+static int vn_progress(aml_t * aml)
 {
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     int events = 0, got;
     if (AML_UNLIKELY(!aml->connected))
         return 0;       /* the segment is mapped at connect */
@@ -466,6 +537,7 @@ int aml_vnode_progress(aml_t * aml)
 
 static int vn_mem_map(aml_t * aml, void *addr, size_t len, aml_tport_memh_t * memh)
 {
+    struct aml_vnode *n = vn_of(aml);
     vrange_t *r = malloc(sizeof(*r));
     if (!r)
         return AML_ERR_NOMEM;
@@ -473,9 +545,9 @@ static int vn_mem_map(aml_t * aml, void *addr, size_t len, aml_tport_memh_t * me
     r->len = len;
     /* the peer copying it (a rendezvous pull, or a put into this landing) shares the work
      * with this rank's progress */
-    (void) vnode_export(aml->vnode->v, addr, len, &r->key);
+    (void) vnode_export(n->v, addr, len, &r->key);
     if (r->key)
-        aml->vnode->nexports++;
+        n->nexports++;
     *memh = r;
     return AML_OK;
 }
@@ -484,8 +556,9 @@ static void vn_mem_unmap(aml_t * aml, aml_tport_memh_t memh)
 {
     vrange_t *r = memh;
     if (r->key) {
-        vnode_unexport(aml->vnode->v, r->key);
-        aml->vnode->nexports--;
+        struct aml_vnode *n = vn_of(aml);
+        vnode_unexport(n->v, r->key);
+        n->nexports--;
     }
     free(r);
 }
@@ -538,7 +611,7 @@ static int vn_copy(aml_tport_ep_t ep, void *local, uint64_t raddr, aml_tport_rke
                    aml_tport_op_t * op, int write)
 {
     aml_t *aml = op->aml;
-    struct aml_vnode *n = aml->vnode;
+    struct aml_vnode *n = vn_of(aml);
     vpeer_t *vp = ep;
     const vrange_t *r = rkey;
     vnode_share_t s;
@@ -574,38 +647,40 @@ static int vn_put(aml_tport_ep_t ep, const void *src, uint64_t raddr, aml_tport_
 
 static int vn_arm(aml_t * aml)
 {
-    if (aml->vnode->shares)
+    struct aml_vnode *n = vn_of(aml);
+    if (n->shares)
         return AML_ERR_STATE;   /* the peer finishes a chunk: microseconds, not worth a sleep */
-    return vnode_arm(aml->vnode->v) == VNODE_OK ? AML_OK : AML_ERR_STATE;
+    return vnode_arm(n->v) == VNODE_OK ? AML_OK : AML_ERR_STATE;
 }
 
 static int vn_event_fd(aml_t * aml, int *fd)
 {
-    *fd = vnode_doorbell_fd(aml->vnode->v);
+    *fd = vnode_doorbell_fd(vn_of(aml)->v);
     return *fd >= 0 ? AML_OK : AML_ERR_STATE;
 }
 
-/* aml_peer_read's copy: a peer this transport reaches, on a node that allows single copy */
-int aml_vnode_read(aml_t * aml, int peer, void *dst, uint64_t raddr, size_t len)
+/* aml_peer_read's copy: on a node that allows single copy */
+static int vn_read(aml_t * aml, aml_peer_t * p, void *dst, uint64_t raddr, size_t len)
 {
-    struct aml_vnode *n = aml->vnode;
-    if (!n || !n->single_copy || aml->peers[peer].tport != &aml_vnode_tport)
+    struct aml_vnode *n = vn_of(aml);
+    if (!n->single_copy)
         return AML_ERR_NOT_SUPPORTED;
     if (len == 0)
         return AML_OK;
-    int rc = vnode_read(n->v, n->peers[peer].local, dst, raddr, len);
+    int rc = vnode_read(n->v, n->peers[p - aml->peers].local, dst, raddr, len);
     if (rc != VNODE_OK)
         copy_failed(aml, "single-copy read", rc);
     return AML_OK;
 }
 
-/* vnode's counters, for aml_qenv */
-int64_t aml_vnode_stat(aml_t * aml, int q)
+/* vnode's counters, for aml_qenv (0 while it is not in use) */
+static int64_t vn_stat(aml_t * aml, int q)
 {
+    struct aml_vnode *n = vn_of(aml);
     vnode_stats_t vs;
-    if (!aml->vnode || !aml->vnode->v)
+    if (!n || !n->v)
         return 0;
-    vnode_get_stats(aml->vnode->v, &vs);
+    vnode_get_stats(n->v, &vs);
     switch (q) {
         case AML_Q_VNODE_PKTS:
             return (int64_t) vs.pkts_sent;
@@ -616,9 +691,9 @@ int64_t aml_vnode_stat(aml_t * aml, int q)
         case AML_Q_VNODE_COPY_BYTES:
             return (int64_t) vs.copy_bytes;
         case AML_Q_VNODE_SINGLE_COPY:
-            return aml->vnode->single_copy;
+            return n->single_copy;
         case AML_Q_VNODE_PTRACER_ANY:
-            return vnode_ptracer_any(aml->vnode->v);
+            return vnode_ptracer_any(n->v);
         case AML_Q_VNODE_SHARED_COPIES:
             return (int64_t) vs.shared_copies;
         case AML_Q_VNODE_HELPED_BYTES:
@@ -628,11 +703,42 @@ int64_t aml_vnode_stat(aml_t * aml, int q)
     }
 }
 
+static int vn_query(aml_t * aml, int q, int64_t * val)
+{
+    switch (q) {
+        case AML_Q_VNODE_PEERS:
+            *val = 0;
+            for (int i = 0; i < aml->size; i++)
+                *val += aml->peers[i].tport == &aml_vnode_tport;
+            return AML_OK;
+        case AML_Q_VNODE_PKTS:
+        case AML_Q_VNODE_RING_FULL:
+        case AML_Q_VNODE_DOORBELLS:
+        case AML_Q_VNODE_COPY_BYTES:
+        case AML_Q_VNODE_SINGLE_COPY:
+        case AML_Q_VNODE_SHARED_COPIES:
+        case AML_Q_VNODE_HELPED_BYTES:
+        case AML_Q_VNODE_PTRACER_ANY:
+            *val = vn_stat(aml, q);
+            return AML_OK;
+        default:
+            return AML_ERR_INVAL;
+    }
+}
+
 const aml_tport_t aml_vnode_tport = {
     .name = "vnode",
-    .caps = AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT,      /* with single copy: aml_vnode_caps */
+    .slot = AML_TPORT_VNODE,
+    /* get and put only with single copy (vn_offers) */
+    .caps = AML_TPORT_CAP_LOCAL | AML_TPORT_CAP_GET | AML_TPORT_CAP_PUT,
+    .wanted = vn_wanted,
     .init = vn_init,
     .address = vn_address,
+    .reaches = vn_reaches,
+    .attach = vn_attach,
+    .abandon = vn_fini,         /* the segment's creator removes its name */
+    .offers = vn_offers,
+    .eager_limit = vn_eager_limit,
     .connect = vn_connect,
     .fini = vn_fini,
     .send_inline = vn_send_inline,
@@ -647,9 +753,11 @@ const aml_tport_t aml_vnode_tport = {
     .rkey_destroy = vn_rkey_destroy,
     .get = vn_get,
     .put = vn_put,
-    .progress = aml_vnode_progress,
+    .read = vn_read,
+    .progress = vn_progress,
     .arm = vn_arm,
     .event_fd = vn_event_fd,
+    .query = vn_query,
 };
 
 uint64_t aml_node_memory(void)

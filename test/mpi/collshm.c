@@ -34,6 +34,8 @@
  *    rank 0 waits for a slot and must be woken. COLLSHM_WAKES=1 asserts wake-ups were sent.
  * Every check repeats past MPIR_CVAR_AMLAPI_COLL_SHM calls. COLLSHM_EXPECT=0 asserts the
  * shared-memory path never ran (NOLOCAL, the CVAR at 0); otherwise that it did.
+ * MPICH's MTest convention: rank 0 prints " No Errors" (" Found N errors" on any error); the
+ * counters only with MPITEST_VERBOSE set.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -51,6 +53,9 @@ static int rank, nprocs, errs;
         }                                                       \
     } while (0)
 #include "mpit.h"
+#include "mtest.h"
+
+static int verbose;             /* mtest_verbose() */
 
 #define REPS 20
 
@@ -581,6 +586,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    verbose = mtest_verbose();
     mpit_init();
     limit = cvar_int("MPIR_CVAR_AMLAPI_COLL_SHM_BYTES");
     blimit = COLLSHM_BCAST_BYTES;
@@ -664,7 +670,7 @@ int main(int argc, char **argv)
     if (wakes && rank == 0 && (w == 0 || wall == w))
         ERR("ranks slept in the segment, but rank 0 woke nobody (%llu) or nobody woke it "
             "(%llu in all)", w, wall);
-    if (rank == 0)
+    if (rank == 0 && verbose)
         printf("rank 0: %llu shared-memory barriers, %llu allreduces, %llu bcasts, %llu "
                "alltoalls, %llu segments, %llu wake-ups (%llu by all)\n", b, a, bc, t, s, w,
                wall);
@@ -676,8 +682,8 @@ int main(int argc, char **argv)
     {
         int all;
         MPI_Allreduce(&errs, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-        if (rank == 0 && all == 0)
-            printf(" No Errors\n");
+        if (rank == 0)
+            printf(all ? " Found %d errors\n" : " No Errors\n", all);
     }
     MPI_Finalize();
     return errs ? 1 : 0;

@@ -1,7 +1,7 @@
 // MPICH 4.0.2's C++ bindings (MPI::, deprecated since MPI-2.2 but still built, as Debian
 // builds them): a program using them needs the C++ library too (libmpicxx, libmpichcxx.so.12
 // under Debian's name), which make check's ABI test loads from our install alone. Prints
-// "No Errors" from rank 0.
+// " No Errors" from rank 0 (" Found N errors" on any error: MPICH's MTest convention).
 #include <mpi.h>
 #include <cstdio>
 
@@ -19,7 +19,7 @@ int main(int argc, char **argv)
     int total = 0;
     MPI::COMM_WORLD.Reduce(&errs, &total, 1, MPI::INT, MPI::SUM, 0);
     if (rank == 0)
-        std::printf(total ? "cxxbind: %d errors\n" : "No Errors\n", total);
+        std::printf(total ? " Found %d errors\n" : " No Errors\n", total);
     MPI::Finalize();
     return total != 0;
 }

@@ -11,7 +11,9 @@
  * The testlist starts this program as one process that does not initialize MPI: it runs
  * `mpiexec -n 2 <itself> CASE` for each case (with the launcher's variables of its own
  * process removed, so the inner job is a job of its own), and checks that the job failed and
- * what it printed. Prints "errfatal: N errors"; exits non-zero on any.
+ * what it printed. MPICH's MTest convention: prints " No Errors" (" Found N errors" and a
+ * non-zero exit on any error); each inner job's output, and "errfatal: N errors", only with
+ * MPITEST_VERBOSE set, or for a case that failed.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -26,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "../../src/ch4/netmod/amlapi/aml/aml.h"
+#include "mtest.h"
 
 extern char **environ;
 
@@ -245,6 +248,8 @@ static int child(const char *what)
 
 static int errs;
 
+static int verbose;             /* mtest_verbose() */
+
 /* Runs the inner job for case `what`; its output (and what its ranks wrote to their files in
  * ERRFATAL_DIR) must name every string of want, and the job must end by MPICH's error handler
  * (a user error) or by amlapi (a peer's error). */
@@ -253,7 +258,7 @@ static void run(const char *exe, const char *what, const char *const *want, int 
     char cmd[4200], out[65536];
     size_t n = 0, r;
     FILE *p;
-    int status;
+    int status, errs0 = errs;
     snprintf(cmd, sizeof(cmd), "mpiexec -n 2 %s %s 2>&1", exe, what);
     p = popen(cmd, "r");
     if (!p) {
@@ -277,8 +282,6 @@ static void run(const char *exe, const char *what, const char *const *want, int 
             unlink(cmd);
         }
     }
-    printf("---- mpiexec -n 2 errfatal %s: exit status %d, output:\n%s----\n", what,
-           WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
     if (status == 0) {
         errs++;
         fprintf(stderr, "errfatal: case %s: the job did not fail\n", what);
@@ -297,6 +300,10 @@ static void run(const char *exe, const char *what, const char *const *want, int 
         fprintf(stderr, "errfatal: case %s: %s\n", what, mpich_handler ?
                 "amlapi aborted instead of MPICH's error handler" : "amlapi did not say why");
     }
+    /* what the inner job printed: a failed case needs it to be understood */
+    if (verbose || errs != errs0)
+        printf("---- mpiexec -n 2 errfatal %s: exit status %d, output:\n%s----\n", what,
+               WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
 }
 
 int main(int argc, char **argv)
@@ -334,6 +341,7 @@ int main(int argc, char **argv)
 
     if (argc > 1)
         return child(argv[1]);
+    verbose = mtest_verbose();     /* the driver does not initialize MPI */
 
     len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (len <= 0) {
@@ -377,6 +385,8 @@ int main(int argc, char **argv)
     run(exe, "rmarank", want_rmarank, 0);
     run(exe, "rmaanswer", want_rmaanswer, 0);
     rmdir(dir);
-    printf("errfatal: %d errors\n", errs);
+    if (verbose)
+        printf("errfatal: %d errors\n", errs);
+    printf(errs ? " Found %d errors\n" : " No Errors\n", errs);
     return errs != 0;
 }

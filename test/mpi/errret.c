@@ -10,7 +10,9 @@
  * each rendezvous mode; the sender checks with the protocol counters (MPI_T) that each
  * message went the way the case means.
  * Also: a struct of 3 chars received as indexed ints, a partitioned
- * receive smaller than its send, and an Irecv from MPI_PROC_NULL that is cancelled. Prints "errret: N errors"; exits non-zero on any.
+ * receive smaller than its send, and an Irecv from MPI_PROC_NULL that is cancelled. MPICH's
+ * MTest convention: rank 0 prints " No Errors" (" Found N errors" and a non-zero exit on any
+ * error); the limits and sizes and "errret: N cases, N errors" only with MPITEST_VERBOSE set.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -41,6 +43,9 @@ static int bad_data(const char *b, size_t n, int seed)
 
 /* MPI_T: the limits and the per-protocol counters (mpit.h) */
 #include "mpit.h"
+#include "mtest.h"
+
+static int verbose;             /* mtest_verbose() */
 
 /* ---- the cases ----------------------------------------------------------------------- */
 
@@ -355,6 +360,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    verbose = mtest_verbose();
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     mpit_init();
     if (size < 2) {
@@ -378,7 +384,7 @@ int main(int argc, char **argv)
     sizes[3] = 4L * eager + 3;  /* rendezvous */
     /* the largest one-packet message: a packet less the headers; at most a packet */
     long onepkt_max = packet / 2 + 64;
-    if (rank == 0)
+    if (rank == 0 && verbose)
         printf("errret: packet %d, eager limit %d, credits %d; sizes %ld %ld %ld %ld\n",
                packet, eager, credits, sizes[0], sizes[1], sizes[2], sizes[3]);
 
@@ -425,8 +431,10 @@ int main(int argc, char **argv)
     mpit_finalize();
     int total;
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0)
+    if (rank == 0 && verbose)
         printf("errret: %d cases, %d errors\n", cases, total);
+    if (rank == 0)
+        printf(total ? " Found %d errors\n" : " No Errors\n", total);
     MPI_Finalize();
     return total != 0;
 }

@@ -5,19 +5,23 @@
  * MPI_ANY_SOURCE and checks per-sender order. Each rank's peak resident memory may grow by
  * at most FLOOD_MAX_MIB (64) during it: a sender whose FIFO is full keeps about 100 bytes per
  * waiting message (vnode copies small packets into its queue), rank 0 its unexpected queue.
- * Prints "floodmem: N errors".
+ * MPICH's MTest convention: rank 0 prints " No Errors" (" Found N errors" on any error); the
+ * largest growth and "floodmem: ... N errors" only with MPITEST_VERBOSE set.
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include "mtest.h"
 
 static long env_long(const char *name, long dflt)
 {
     const char *v = getenv(name);
     return v ? atol(v) : dflt;
 }
+
+static int verbose;             /* mtest_verbose() */
 
 static long maxrss_kib(void)
 {
@@ -38,6 +42,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    verbose = mtest_verbose();
     next = calloc((size_t) size, sizeof(int));
     rss0 = maxrss_kib();
     MPI_Barrier(MPI_COMM_WORLD);
@@ -71,9 +76,11 @@ int main(int argc, char **argv)
                 grown, max_mib);
     }
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0)
+    if (rank == 0 && verbose)
         printf("floodmem: %d ranks, %d x 8 B from each sender, largest growth %.1f MiB, "
                "%d errors\n", size, per, worst, total);
+    if (rank == 0)
+        printf(total ? " Found %d errors\n" : " No Errors\n", total);
     free(next);
     MPI_Finalize();
     return total ? 1 : 0;

@@ -4,8 +4,9 @@
  * calls for (the limits are read from the library's control variables, the protocol from the
  * amlapi_msgs_* counters), send cancel of unmatched eager and rendezvous messages (standard
  * and synchronous), and the unexpected-queue performance variables. Run by the testlist with
- * limits that lead its sizes to each protocol. Prints "native: N errors" and exits non-zero
- * on any error.
+ * limits that lead its sizes to each protocol. MPICH's MTest convention: rank 0 prints
+ * " No Errors" (" Found N errors" and a non-zero exit on any error); the section names and
+ * "native: N ranks, N errors" only with MPITEST_VERBOSE set.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -18,8 +19,11 @@ static int rank, size, errs;
                       fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } while (0)
 
 #include "mpit.h"
+#include "mtest.h"
 
 static struct limits lim;
+
+static int verbose;             /* mtest_verbose() */
 
 static void fill(char *b, size_t n, int seed)
 {
@@ -301,6 +305,7 @@ int main(int argc, char **argv)
     int total;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    verbose = mtest_verbose();
     mpit_init();
     read_limits(&lim);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -312,15 +317,17 @@ int main(int argc, char **argv)
         {"thresholds", thresholds}, {"send cancel", send_cancel}, {"pvars", pvars}
     };
     for (unsigned i = 0; i < sizeof(sec) / sizeof(sec[0]); i++) {
-        if (rank == 0 && getenv("NATIVE_VERBOSE"))
+        if (rank == 0 && verbose)
             printf("native: %s\n", sec[i].name), fflush(stdout);
         sec[i].fn();
         MPI_Barrier(MPI_COMM_WORLD);
     }
     mpit_finalize();
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0)
+    if (rank == 0 && verbose)
         printf("native: %d ranks, %d errors\n", size, total);
+    if (rank == 0)
+        printf(total ? " Found %d errors\n" : " No Errors\n", total);
     MPI_Finalize();
     return total ? 1 : 0;
 }

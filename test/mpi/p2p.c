@@ -1,8 +1,9 @@
 /*
  * Point-to-point behaviour over amlapi, as an MPI user sees it: every send mode, blocking
  * and nonblocking, sizes from 0 B to 64 MiB, ANY_SOURCE/ANY_TAG, probe/mprobe, cancel,
- * non-contiguous datatypes. Needs >= 2 ranks; prints "p2p: N errors" and exits non-zero
- * on any error.
+ * non-contiguous datatypes. Needs >= 2 ranks. MPICH's MTest convention: rank 0 prints
+ * " No Errors" (" Found N errors" and a non-zero exit on any error); the section names and
+ * "p2p: N ranks, N errors" only with MPITEST_VERBOSE set.
  */
 #include <mpi.h>
 #include <stddef.h>
@@ -16,8 +17,11 @@ static int rank, size, errs;
                       fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } while (0)
 
 #include "mpit.h"
+#include "mtest.h"
 
 static struct limits lim;
+
+static int verbose;             /* mtest_verbose() */
 
 static void fill(char *b, size_t n, int seed)
 {
@@ -354,6 +358,7 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    verbose = mtest_verbose();
     mpit_init();
     read_limits(&lim);
     if (provided != MPI_THREAD_MULTIPLE)
@@ -370,15 +375,17 @@ int main(int argc, char **argv)
         {"64 MiB", huge}
     };
     for (unsigned i = 0; i < sizeof(sec) / sizeof(sec[0]); i++) {
-        if (rank == 0 && getenv("P2P_VERBOSE"))
+        if (rank == 0 && verbose)
             printf("p2p: %s\n", sec[i].name), fflush(stdout);
         sec[i].fn();
         MPI_Barrier(MPI_COMM_WORLD);
     }
     mpit_finalize();
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0)
+    if (rank == 0 && verbose)
         printf("p2p: %d ranks, %d errors\n", size, total);
+    if (rank == 0)
+        printf(total ? " Found %d errors\n" : " No Errors\n", total);
     MPI_Finalize();
     return total ? 1 : 0;
 }

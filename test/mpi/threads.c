@@ -20,7 +20,8 @@
  * Afterwards each rank checks with the amlapi_send_cancels_* counters that every cancel that
  * succeeded was answered by a receiver, and (automatic protocol choice) that one-packet, eager
  * range and rendezvous messages were all sent. Fails if MPI_THREAD_MULTIPLE is not provided.
- * Prints "threads: N errors".
+ * MPICH's MTest convention: rank 0 prints " No Errors" (" Found N errors" on any error);
+ * "threads: N ranks x N threads, N errors" only with MPITEST_VERBOSE set.
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -41,6 +42,9 @@ static pthread_mutex_t errs_lock = PTHREAD_MUTEX_INITIALIZER;
                       fprintf(stderr, "\n"); pthread_mutex_unlock(&errs_lock); } while (0)
 
 #include "mpit.h"
+#include "mtest.h"
+
+static int verbose;             /* mtest_verbose() */
 
 static struct limits lim;
 static int sizes[NS];
@@ -316,6 +320,7 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    verbose = mtest_verbose();
     if (provided != MPI_THREAD_MULTIPLE) {
         fprintf(stderr, "threads: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -375,8 +380,10 @@ int main(int argc, char **argv)
     MPI_Comm_free(&wild);
     mpit_finalize();
     MPI_Allreduce(&errs, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0)
+    if (rank == 0 && verbose)
         printf("threads: %d ranks x %d threads, %d errors\n", size, NT, total);
+    if (rank == 0)
+        printf(total ? " Found %d errors\n" : " No Errors\n", total);
     MPI_Finalize();
     return total ? 1 : 0;
 }

@@ -11,10 +11,11 @@
  *   syscall   write/read/send/recv/writev/readv/fwrite/pwrite on buffers in flight: no EFAULT
  *   segv      the application's own SIGSEGV handler (installed before and after MPI_Init)
  *             still gets its faults; ours still work
- *   chain     back-to-back exchanges (maint/test checks the report's chain counters)
+ *   chain     back-to-back exchanges (test/check/overlap.test checks the report's chain
+ *             counters)
  *   nochain   the same with computation between them
- *   adapt     a ping-pong reading each message at once (maint/test checks that its call sites
- *             turned blocking, by the report)
+ *   adapt     a ping-pong reading each message at once (test/check/overlap.test checks that
+ *             its call sites turned blocking, by the report)
  *   threads   an application thread after MPI_Init: pass-through from then on, still right
  *   multiple  MPI_Init_thread(MPI_THREAD_MULTIPLE): pass-through, still right
  *   crash     a fault not on our pages, no handler: the process dies of SIGSEGV

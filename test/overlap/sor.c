@@ -10,8 +10,9 @@
  * Ranks form a 2D grid (MPI_Dims_create); left/right borders go through contiguous column
  * buffers the solver packs and unpacks itself. Each half-sweep updates one colour from the
  * other colour's values, whose borders came in the exchange before it, so the three variants
- * compute exactly the same numbers: rank 0 prints the checksum's bits, which maint/test
- * compares between variants and with/without libmpioverlap, and the time per iteration. */
+ * compute exactly the same numbers: rank 0 prints the checksum's bits, which
+ * test/check/overlap.test compares between variants and with/without libmpioverlap, and the
+ * time per iteration. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>

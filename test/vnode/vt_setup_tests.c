@@ -726,7 +726,8 @@ static void bn_cfg(vnode_config_t * cfg, void *arg)
 
 int t_bell_nlocal(void)
 {
-    vt_opts_t o = {.setup = 1,.killed_rank = -1,.cfg_hook = bn_cfg };
+    /* 203 forks take over a minute under AddressSanitizer on 2 busy cores */
+    vt_opts_t o = {.setup = 1,.killed_rank = -1,.cfg_hook = bn_cfg,.timeout_s = 300 };
     return vt_run(203, bn_body, &o);
 }
 

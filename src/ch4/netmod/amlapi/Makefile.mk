@@ -29,11 +29,17 @@ noinst_HEADERS += src/mpid/ch4/netmod/amlapi/amlapi_pre.h \
                   src/mpid/ch4/netmod/amlapi/coll_torus/ct_algo_int.h \
                   src/mpid/ch4/netmod/amlapi/netmod_inline.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml_htab.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_impl.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml_peer_ready.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml_poll.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_rx_fast.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_tport.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml_tports.h \
+                  src/mpid/ch4/netmod/amlapi/aml/aml_ucx_keepalive.h \
                   src/mpid/ch4/netmod/amlapi/aml/aml_wire.h \
                   src/mpid/ch4/shm/vnode/vnode.h \
+                  src/mpid/ch4/shm/vnode/vnode_bits.h \
                   src/mpid/ch4/shm/vnode/vnode_impl.h
 
 # the glue's core: exit report, state and fatal error, CVAR checks, control channel, ops,

@@ -615,7 +615,7 @@ static void quiesce_flushed(aml_tport_op_t * op)
 }
 
 /* What a process of another job does not take within this long is given up: UCX's flush over
- * TCP needs the peer's progress (measured: 1-16 ms when it progresses), and such a process
+ * TCP needs the peer's progress (milliseconds when it progresses), and such a process
  * need not progress (after MPI_Comm_disconnect it may compute, or sit in its own job's final
  * barrier). Data UCX has handed to the kernel still arrives. */
 #define AML_DYN_FLUSH_MS 1000

@@ -89,18 +89,18 @@ static void ucx_fini(aml_t * aml)
 
 /* How a rank finds that a host is gone (measured with UCX 1.13.1 between two network
  * namespaces): a dead process is seen at once (its connections are reset), but a host that
- * stops answering is seen only by TCP keepalive probes, which the kernel sends on a
- * connection with no unacknowledged data (UCX arms them on the sockets it connects, and
- * aml_ucx_keepalive.c on those it accepts). UCX's defaults take 28 s (10 s idle, 9 probes 2 s apart); so the
- * keepalive is made keepalive_ms idle, 3 probes keepalive_ms apart (whole seconds, UCX's
- * granularity): about 4 s at 1000 ms. UCP's own keepalive is turned off: over TCP it only
- * leaves an unacknowledged check message queued to a dead host, which stops the kernel's
- * probes until its retransmission limit (tcp_retries2, about 15 minutes); it would help
- * over InfiniBand, where UCX_KEEPALIVE_INTERVAL turns it back on. The kernel's probes are
- * answered by the peer's kernel, so a rank that computes for long without calling MPI is
- * never taken for dead. Variables the user set are left alone. The TCP keys go without
- * their TCP_ prefix: ucp_config_modify accepts "TCP_KEEPIDLE" and silently ignores it.
- * *ours is set when the TCP settings are ours (then accepted sockets get them too). */
+ * stops answering is seen only by TCP keepalive probes, which the kernel sends on a connection
+ * with no unacknowledged data (UCX arms them on the sockets it connects, and
+ * aml_ucx_keepalive.c on those it accepts). UCX's defaults take 28 s (10 s idle, 9 probes 2 s
+ * apart); so the keepalive is made keepalive_ms idle, 3 probes keepalive_ms apart (whole
+ * seconds, UCX's granularity): about 4 s at 1000 ms. UCP's own keepalive is turned off: over
+ * TCP it only leaves an unacknowledged check message queued to a dead host, which stops the
+ * kernel's probes until its retransmission limit (tcp_retries2, about 15 minutes); it would
+ * help over InfiniBand, where UCX_KEEPALIVE_INTERVAL turns it back on. The kernel's probes are
+ * answered by the peer's kernel, so a rank that computes for long without calling MPI is never
+ * taken for dead. Variables the user set are left alone. The TCP keys go without their TCP_
+ * prefix: ucp_config_modify accepts "TCP_KEEPIDLE" and silently ignores it. *ours is set when
+ * the TCP settings are ours (then accepted sockets get them too). */
 static int keepalive_config(aml_t * aml, ucp_config_t * ucfg, bool *ours)
 {
     static const struct {
@@ -215,7 +215,7 @@ static int ucx_address(aml_t * aml, const void **addr, size_t * len)
 }
 
 /* The worker's address with its network devices only: UCX's full address also describes
- * shared memory and every device, twice as long (measured: 215 against 79 bytes), and a
+ * shared memory and every device, about three times as long, and a
  * process of another job must fit in an MPI port name (256 characters, hex-encoded). */
 static int ucx_net_address(aml_t * aml, const void **addr, size_t * len)
 {

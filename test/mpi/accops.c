@@ -2,9 +2,12 @@
  * The accumulate family's op applied right for every predefined (type, op) pair MPI allows
  * (MPI 3.1 section 5.9.2's groups; MPI_CHAR only for MPI_REPLACE): amlapi's vectorised loops
  * (src/ch4/netmod/amlapi/amlapi_rma_op.h) against a plain element-by-element reference here,
- * first called directly, then through MPI_Accumulate and MPI_Get_accumulate into another
- * rank's window (a shared-memory window on one node, a native RMA message with
- * MPIR_CVAR_NOLOCAL=1), at counts that hit the loops' vector bodies and tails. Values include
+ * first called directly, then through MPI_Accumulate, MPI_Raccumulate and MPI_Get_accumulate
+ * into another rank's window from MPI_Win_allocate (a shared-memory window on one node, a
+ * native RMA message with MPIR_CVAR_NOLOCAL=1) and from MPI_Win_create (native messages), at
+ * counts that hit the loops' vector bodies and tails and, above the eager limit, the
+ * accumulate sent in pieces (amlapi_rma_am.c's acc_pieces, a one-element last piece for
+ * 1-byte types). Values include
  * sums and products that overflow, and negative numbers for max and min; no NaN (MPI leaves
  * its max and min undefined). Then every reduction MPI defines on these types, as
  * MPI_Allreduce over all ranks. The reference is not MPI_Reduce_local: MPICH 4.0.2's gave the
@@ -51,8 +54,10 @@ static const struct {
     {MPI_LOR, "LOR"}, {MPI_LXOR, "LXOR"}, {MPI_REPLACE, "REPLACE"},
 };
 
-static const int counts[] = { 1, 3, 7, 16, 17, 33, 100, 1000 };
-#define MAXN 1000
+/* 65537: above the default 64-KiB eager limit for every type, by one element for 1-byte ones
+ * (odd index: MPI_Raccumulate); 70001: the same for a fetching get_accumulate */
+static const int counts[] = { 1, 3, 7, 16, 17, 33, 100, 1000, 70001, 65537 };
+#define MAXN 70001
 
 static int errs, rank;
 
@@ -166,8 +171,8 @@ int main(int argc, char **argv)
     static char origin[MAXN * 8], target[MAXN * 8], want[MAXN * 8], got[MAXN * 8],
         old[MAXN * 8];
     int nprocs, pairs = 0, direct = 0;
-    char *base;
-    MPI_Win win;
+    char *bases[2], *wmem;
+    MPI_Win wins[2];
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -175,8 +180,14 @@ int main(int argc, char **argv)
     verbose = mtest_verbose();
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Win_allocate(MAXN * 8, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
-    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Win_allocate(MAXN * 8, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &bases[0], &wins[0]);
+    wmem = malloc(MAXN * 8);
+    if (!wmem)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    bases[1] = wmem;
+    MPI_Win_create(wmem, MAXN * 8, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &wins[1]);
+    for (int wi = 0; wi < 2; wi++)
+        MPI_Win_set_errhandler(wins[wi], MPI_ERRORS_RETURN);
     for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++)
         for (size_t oi = 0; oi < sizeof(ops) / sizeof(ops[0]); oi++)
             for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
@@ -202,35 +213,44 @@ int main(int argc, char **argv)
                                    "the reference\n", rank, types[ti].name, ops[oi].name, n);
                     }
                 }
-                if (nprocs < 2)
-                    continue;
-                /* through RMA: rank 0 into rank 1's window, which holds target */
-                if (rank == 1) {
-                    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
-                    memcpy(base, target, (size_t) n * size);
-                    MPI_Win_unlock(1, win);
-                }
-                MPI_Barrier(MPI_COMM_WORLD);
-                if (rank == 0) {
-                    MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
-                    if (ci % 2)
-                        MPI_Accumulate(origin, n, dt, 1, 0, n, dt, op, win);
-                    else
-                        MPI_Get_accumulate(origin, n, dt, old, n, dt, 1, 0, n, dt, op, win);
-                    MPI_Win_unlock(1, win);
-                    MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
-                    MPI_Get(got, n, dt, 1, 0, n, dt, win);
-                    MPI_Win_unlock(1, win);
-                    if (memcmp(got, want, (size_t) n * size) ||
-                        (ci % 2 == 0 && memcmp(old, target, (size_t) n * size))) {
-                        errs++;
-                        if (errs < 10)
-                            printf("rank 0: %s %s n=%d: %s differs from the reference\n",
-                                   types[ti].name, ops[oi].name, n,
-                                   ci % 2 ? "MPI_Accumulate" : "MPI_Get_accumulate");
+                for (int wi = 0; wi < 2 && nprocs >= 2; wi++) {
+                    MPI_Win win = wins[wi];
+                    char *base = bases[wi];
+                    const char *how = !(ci % 2) ? "MPI_Get_accumulate" :
+                        n > MAXN / 2 ? "MPI_Raccumulate" : "MPI_Accumulate";
+                    /* through RMA: rank 0 into rank 1's window, which holds target */
+                    if (rank == 1) {
+                        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
+                        memcpy(base, target, (size_t) n * size);
+                        MPI_Win_unlock(1, win);
                     }
+                    MPI_Barrier(MPI_COMM_WORLD);
+                    if (rank == 0) {
+                        MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+                        if (ci % 2 && n > MAXN / 2) {
+                            MPI_Request req;
+                            MPI_Raccumulate(origin, n, dt, 1, 0, n, dt, op, win, &req);
+                            MPI_Wait(&req, MPI_STATUS_IGNORE);
+                        } else if (ci % 2)
+                            MPI_Accumulate(origin, n, dt, 1, 0, n, dt, op, win);
+                        else
+                            MPI_Get_accumulate(origin, n, dt, old, n, dt, 1, 0, n, dt, op, win);
+                        MPI_Win_unlock(1, win);
+                        MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+                        MPI_Get(got, n, dt, 1, 0, n, dt, win);
+                        MPI_Win_unlock(1, win);
+                        if (memcmp(got, want, (size_t) n * size) ||
+                            (ci % 2 == 0 && memcmp(old, target, (size_t) n * size))) {
+                            errs++;
+                            if (errs < 10)
+                                printf("rank 0: %s %s n=%d: %s into a window from %s "
+                                       "differs from the reference\n", types[ti].name,
+                                       ops[oi].name, n, how,
+                                       wi ? "MPI_Win_create" : "MPI_Win_allocate");
+                        }
+                    }
+                    MPI_Barrier(MPI_COMM_WORLD);
                 }
-                MPI_Barrier(MPI_COMM_WORLD);
             }
     /* the same ops as reductions: MPI_Allreduce of every rank's origin, against the reference
      * applied rank by rank (MPICH 4.0.2 with yaksa's reduction took unsigned types as signed:
@@ -267,7 +287,9 @@ int main(int argc, char **argv)
         errs++;
         printf("rank %d: only %d of %d cases took amlapi's loops\n", rank, direct, pairs);
     }
-    MPI_Win_free(&win);
+    for (int wi = 0; wi < 2; wi++)
+        MPI_Win_free(&wins[wi]);
+    free(wmem);
     MPI_Allreduce(MPI_IN_PLACE, &errs, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
         printf(errs ? " Found %d errors\n" : " No Errors\n", errs);

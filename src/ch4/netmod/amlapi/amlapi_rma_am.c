@@ -30,8 +30,9 @@
  * native too: their displacements are addresses, which the target checks against the
  * regions attached to it (amlapi_rma_win.c's attach hook).
  *
- * Not native: struct target datatypes of several basic types, accumulates above the eager
- * limit, and windows on one node (amlapi_rma_shm.c's).
+ * Not native: struct target datatypes of several basic types, fetching accumulates above the
+ * eager limit and accumulates above it on derived targets (a contiguous target's go in
+ * pieces, acc_pieces), and windows on one node (amlapi_rma_shm.c's).
  */
 
 #include "mpidimpl.h"
@@ -94,6 +95,15 @@ typedef struct {
     uint64_t op_id;
 } rma_reply_t;
 
+/* An accumulate above acc_max, sent as several native messages of whole elements (MPI makes
+ * an accumulate atomic per basic element, not whole): its request and packed origin data are
+ * the group's, released when the last piece is answered. */
+typedef struct am_group {
+    int left;                   /* pieces unanswered, +1 while they are being sent */
+    MPIR_Request *req;
+    void *tmp;
+} am_group_t;
+
 /* an operation waiting for its answer */
 typedef struct am_op {
     uint64_t id;
@@ -110,15 +120,17 @@ typedef struct am_op {
     void *result;               /* DATA into a non-contiguous result: unpacked from dst */
     MPI_Aint rcount;
     MPI_Datatype rdt;
+    am_group_t *grp;            /* a piece of a larger accumulate */
 } am_op_t;
 
 #define OPS_HASH 256
 static am_op_t *ops[OPS_HASH];
 static uint64_t next_id = 1;
 static MPI_Aint inline_max;     /* largest header + data of aml_amsend_small, -1: none */
-/* Largest accumulate data sent natively: what goes eager. A larger message may go by
+/* Largest accumulate data in one native message: what goes eager. A larger message may go by
  * rendezvous, whose data lands (and would be applied) after later messages' from the same
- * origin, breaking accumulate ordering; MPIDIG takes those, after the native ones. */
+ * origin, breaking accumulate ordering. A larger accumulate on a contiguous target goes as
+ * pieces of this size (acc_pieces); MPIDIG takes the rest, after the native ones. */
 static MPI_Aint acc_max;
 static size_t max_uhdr;        /* aml's largest user header */
 static unsigned long long pv_msgs, pv_bytes, pv_types_shipped, pv_types_cached;
@@ -183,6 +195,16 @@ static am_op_t *op_take(uint64_t id)
     return NULL;
 }
 
+static void group_release(am_group_t * g)
+{
+    if (--g->left > 0)
+        return;
+    MPL_free(g->tmp);
+    if (g->req)
+        MPID_Request_complete(g->req);
+    MPL_free(g);
+}
+
 static void op_finish(am_op_t * o)
 {
     if (o->result) {
@@ -198,6 +220,8 @@ static void op_finish(am_op_t * o)
     MPIDI_AMLAPI_progress_made();
     if (o->req)
         MPID_Request_complete(o->req);
+    if (o->grp)
+        group_release(o->grp);
     MPL_free(o);
 }
 
@@ -1077,10 +1101,73 @@ int MPIDI_AMLAPI_am_xfer(const MPIDI_AMLAPI_rma_desc_t * d)
     goto fn_exit;
 }
 
+/* An accumulate on a contiguous target above acc_max (p), as pieces of whole elements of at
+ * most acc_max bytes, each one eager native message applied on arrival with the others' order
+ * kept. MPIDIG's path, which took them before, applies MPICH's generic op element by element
+ * after a rendezvous: docs/benchmarks/2026-11-28-one-sided.md measures both. */
+static int acc_pieces(const MPIDI_AMLAPI_rma_desc_t * d, const am_plan_t * p)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPI_Aint bsize;
+    size_t step, at;
+    const void *data = NULL;
+    am_group_t *g;
+    am_op_t *o = NULL;
+
+    MPIR_Datatype_get_size_macro(p->basic, bsize);
+    step = (size_t) (acc_max / bsize) * (size_t) bsize;
+    if (step == 0)
+        return native_acc_drain(d->win);        /* an element above the eager limit */
+    g = MPL_calloc(1, sizeof(*g), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!g, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    g->left = 1;
+    if (d->request) {
+        /* one reference for the user, one for the completion */
+        g->req = MPIR_Request_create_from_pool(MPIR_REQUEST_KIND__RMA, 0, 2);
+        if (!g->req) {
+            MPL_free(g);
+            MPIR_ERR_SETANDJUMP(mpi_errno, MPIX_ERR_NOREQ, "**nomemreq");
+        }
+        *d->request = g->req;
+    }
+    {
+        am_op_t packed = { 0 };
+        mpi_errno = origin_bytes(&packed, d->origin_addr, d->origin_count, d->origin_datatype,
+                                 p, &data);
+        g->tmp = packed.tmp;
+    }
+    for (at = 0; mpi_errno == MPI_SUCCESS && at < p->bytes; at += step) {
+        am_plan_t q = *p;
+        rma_hdr_t h = { RMA_ACC };
+        q.bytes = p->bytes - at < step ? p->bytes - at : step;
+        q.count = q.bytes / (size_t) bsize;
+        q.off = p->off + at;
+        q.laddr = p->laddr + at;
+        mpi_errno = new_op(d->win, &q, RMA_ACK, NULL, &o);
+        if (mpi_errno)
+            break;
+        o->acc = 1;
+        o->grp = g;
+        g->left++;
+        h.op = d->op;
+        mpi_errno = send_op(d->win, o, &h, &q, (const char *) data + at, q.bytes);
+        if (mpi_errno) {
+            g->left--;
+            op_discard(o);
+        }
+    }
+    /* the pieces sent finish the group; an error leaves the request to them */
+    group_release(g);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
 /* Accumulate, get_accumulate and fetch_and_op (fetch: the target's old bytes come back) */
 int MPIDI_AMLAPI_am_acc(const MPIDI_AMLAPI_rma_desc_t * d)
 {
-    int mpi_errno, ok, fetch = d->kind != MPIDI_AMLAPI_RMA_ACC;
+    int mpi_errno, ok, pieces, fetch = d->kind != MPIDI_AMLAPI_RMA_ACC;
     am_plan_t p;
     am_op_t *o = NULL;
     const void *data = NULL;
@@ -1092,10 +1179,11 @@ int MPIDI_AMLAPI_am_acc(const MPIDI_AMLAPI_rma_desc_t * d)
     /* an op the type does not support is MPIDIG's to refuse, as before: MPICH's own table of
      * which types each predefined op takes (not MPIR_Typerep_reduce_is_supported, which says
      * whether yaksa would apply it, and says no to everything when yaksa's reduction is off) */
-    if (ok && ((op != MPI_NO_OP && op != MPI_REPLACE &&
-                (!HANDLE_IS_BUILTIN(op) ||
-                 (*MPIR_OP_HDL_TO_DTYPE_FN(op)) (p.basic) != MPI_SUCCESS)) ||
-               (MPI_Aint) p.bytes > acc_max))
+    if (ok && op != MPI_NO_OP && op != MPI_REPLACE &&
+        (!HANDLE_IS_BUILTIN(op) || (*MPIR_OP_HDL_TO_DTYPE_FN(op)) (p.basic) != MPI_SUCCESS))
+        ok = 0;
+    pieces = ok && !p.self && (MPI_Aint) p.bytes > acc_max;
+    if (pieces && (fetch || p.tdt != MPI_DATATYPE_NULL || op == MPI_NO_OP))
         ok = 0;
     if (mpi_errno)
         return mpi_errno;
@@ -1105,6 +1193,8 @@ int MPIDI_AMLAPI_am_acc(const MPIDI_AMLAPI_rma_desc_t * d)
     MPIR_ERR_CHECK(mpi_errno);
     if (p.bytes == 0 || (op == MPI_NO_OP && !fetch))
         return MPIDI_AMLAPI_RMA_FINISHED;
+    if (pieces)
+        return acc_pieces(d, &p);
     if (p.self) {
         /* applied here, now: the target's handler for others' operations runs in this
          * thread's progress, so this is atomic with respect to them */

@@ -28,7 +28,7 @@
 #include <time.h>
 
 #define VNODE_MAGIC_BASE   0x766e6f6465000000ULL        /* "vnode\0\0" then the version */
-#define VNODE_VERSION      5
+#define VNODE_VERSION      6
 #define VNODE_PAD_HLEN     0xFFFF       /* hlen of a PAD record: skip to the ring's start */
 #define VNODE_BATCH        64   /* packets per vnode_poll */
 #define VNODE_PEER_BATCH   16   /* packets per peer per vnode_poll, for fairness */
@@ -73,6 +73,8 @@ typedef struct vnode_seg_rank {
                                  * on an error it reported (vnode_ending) */
     uint32_t sleepy;            /* the rank: 0 while it never sleeps and can use membarrier,
                                  * so its senders need no fence (vnode_bell.c); else 1 */
+    _Alignas(64) uint32_t copying;      /* the rank: nonzero while it makes a single copy of
+                                         * its own (vnode_share.c); a hint only */
 } vnode_seg_rank_t;
 
 enum { VNODE_AWAKE = 0, VNODE_ARMED = 1, VNODE_RUNG = 2 };
@@ -122,7 +124,7 @@ typedef struct vnode_long_hdr {
 _Static_assert(sizeof(vnode_long_hdr_t) == VNODE_LONG_HDR, "a long header is 16 bytes");
 _Static_assert(VNODE_SHORT_MAX <= 255 && (VNODE_SHORT_HDR + VNODE_SHORT_MAX) % VNODE_UNIT == 0,
                "a short record's length fits its 8 bits and whole units");
-_Static_assert(sizeof(vnode_seg_rank_t) == 2 * VNODE_CELL, "rank block is two lines");
+_Static_assert(sizeof(vnode_seg_rank_t) == 3 * VNODE_CELL, "rank block is three lines");
 _Static_assert(sizeof(vnode_ring_ctl_t) == 3 * VNODE_CELL, "ring control is three lines");
 _Static_assert(sizeof(vnode_xslot_t) == 2 * VNODE_CELL, "export slot is two lines");
 

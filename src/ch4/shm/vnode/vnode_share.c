@@ -28,6 +28,13 @@
  * Neither side waits for the other for long: a claimer whose exporter is busy elsewhere
  * copies every chunk itself, and waits only for a chunk the exporter has taken and is
  * copying now (briefly here; after that its embedder completes it later).
+ *
+ * Sharing pays only when the exporter has a core to spare. A rank says in its block when it
+ * is making a copy of its own (`copying`; helping is not counted: that core works for the
+ * claimers), and a claimer whose exporter is does not share: it copies the whole range in
+ * one system call. Where both ranks receive at once (bidirectional
+ * traffic) the chunks would all fall to the claimer, one system call each, and sharing cost
+ * a fifth of the bandwidth at 64-256 KiB (docs/benchmarks/2026-11-28-one-sided.md).
  */
 #include "vnode_impl.h"
 #include <string.h>
@@ -124,6 +131,21 @@ static void reopen(vnode_share_t * s)
     s->slot = NULL;
 }
 
+static inline void set_copying(vnode_t * v, uint32_t on)
+{
+    VNODE_STORE(&vnode_rank(v, v->local)->copying, on, RELAXED);
+}
+
+/* one system call, this rank copying (peer checked by the caller or vnode_cma_xfer) */
+static int plain_copy(vnode_t * v, int peer, struct iovec *l, uint64_t raddr, size_t len,
+                      int write)
+{
+    set_copying(v, 1);
+    int rc = vnode_cma_xfer(v, peer, l, 1, raddr, len, write);
+    set_copying(v, 0);
+    return rc;
+}
+
 int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *local,
                       uint64_t raddr, size_t len, vnode_share_t * s)
 {
@@ -132,8 +154,9 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
     struct iovec l = { local, len };
     s->slot = NULL;
     if (!key || len < v->cfg.share_min || !v->cfg.share_min || peer < 0 || peer >= v->nlocal ||
-        peer == v->local || !v->single_copy)
-        return vnode_cma_xfer(v, peer, &l, 1, raddr, len, write);
+        peer == v->local || !v->single_copy ||
+        VNODE_LOAD(&vnode_rank(v, peer)->copying, RELAXED))
+        return plain_copy(v, peer, &l, raddr, len, write);
     /* a key naming no slot reads slot 0's state only to report it */
     vnode_xslot_t *x = vnode_xslot(v, peer, i < VNODE_EXPORTS ? i : 0);
     uint64_t open = state_of(gen, VNODE_X_OPEN);
@@ -151,7 +174,7 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
     }
     if (!__atomic_compare_exchange_n(&x->state, &open, state_of(gen, VNODE_X_CLAIMED), false,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-        return vnode_cma_xfer(v, peer, &l, 1, raddr, len, write);       /* copied before */
+        return plain_copy(v, peer, &l, raddr, len, write);      /* copied before */
     /* up to four chunks of at least CHUNK_MIN, in whole pages, none much smaller than the
      * others (64 KiB + 1 in two, not 32 KiB + 32 KiB + 1 byte: a system call pins a page
      * whatever it copies): few system calls, and a helper that comes late still finds work;
@@ -177,8 +200,10 @@ int vnode_copy_shared(vnode_t * v, int peer, uint64_t key, int write, void *loca
     s->slot = x;
     s->len = len;
     s->busy = state_of(gen, VNODE_X_BUSY);
+    set_copying(v, 1);
     int rc = claimer_chunks(v, x, peer, write, (uint64_t) (uintptr_t) local, raddr, len,
                             chunk);
+    set_copying(v, 0);
     if (rc < 0) {
         reopen(s);
         return rc;

@@ -173,14 +173,14 @@ cvars:
     - name        : MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD
       category    : CH4_AMLAPI
       type        : int
-      default     : 12288
+      default     : 65536
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         On-node messages with more data bytes than this go by single copy, smaller ones as packets
-        through the FIFOs. Default 12288, >= 0; 0 means MPIR_CVAR_AMLAPI_EAGER_LIMIT. Raise it where
-        a cache line moves cheaply between cores (cores sharing a cache).
+        through the FIFOs. Default 65536, >= 0; 0 means MPIR_CVAR_AMLAPI_EAGER_LIMIT. Lower it (to
+        12288) where a cache line moves slowly between the ranks' cores (no shared cache).
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

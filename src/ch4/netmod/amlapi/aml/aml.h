@@ -103,7 +103,7 @@ typedef struct aml_config {
     int vnode_nlocal;           /* ranks on this node (sharing vnode_job) */
     int vnode_local;            /* this rank's index among them, 0..vnode_nlocal-1 */
     size_t vnode_ring_bytes;    /* bytes per ordered pair's FIFO (0: vnode's default) */
-    size_t vnode_eager_limit;   /* on-node messages above it go by single copy (default 12288;
+    size_t vnode_eager_limit;   /* on-node messages above it go by single copy (default 65536;
                                  * 0: eager_limit);
                                  * without single copy on the node all go as packets */
     int vnode_single_copy;      /* default 1: large on-node messages by single copy where the

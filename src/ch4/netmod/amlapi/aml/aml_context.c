@@ -23,7 +23,7 @@ void aml_config_default(aml_config_t * cfg)
     cfg->lanes = 1;
     cfg->progress_mode = AML_PROGRESS_POLLING;
     cfg->vnode_single_copy = 1;
-    cfg->vnode_eager_limit = 12288;     /* MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD says why */
+    cfg->vnode_eager_limit = 65536;     /* MPIR_CVAR_AMLAPI_VNODE_SINGLE_COPY_THRESHOLD says why */
     cfg->vnode_shared_copy = 65536;     /* vnode_config_default's share_min */
     cfg->ucx_onnode = 1;
     cfg->dyn_peers_max = 1024;

@@ -748,6 +748,33 @@ static int acc_by_copy(struct shm_target *t, const void *origin_addr, int origin
     goto fn_exit;
 }
 
+/* A large accumulate of one predefined type (origin, target and result alike) is applied
+ * ACC_PIECE bytes at a time, the mutex released in between, so that another origin's
+ * fetch_and_op on the same target waits for a piece, not for megabytes: MPI makes an
+ * accumulate atomic per element, and this origin's operations stay in its order (the call
+ * returns when the last piece is applied). */
+#define ACC_PIECE 262144
+
+static int acc_pieces(struct shm_target *t, const MPIDI_AMLAPI_rma_desc_t * d, char *addr,
+                      int fetch)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPI_Aint esize, per, at, n;
+    MPIR_Datatype_get_size_macro(d->target_datatype, esize);
+    per = ACC_PIECE / esize;
+    for (at = 0; at < d->target_count && mpi_errno == MPI_SUCCESS; at += per) {
+        n = MPL_MIN(per, d->target_count - at);
+        acc_enter(t->ctl);
+        if (fetch)
+            memcpy((char *) d->result_addr + at * esize, addr + at * esize, n * esize);
+        mpi_errno = MPIDI_AMLAPI_rma_apply((const char *) d->origin_addr + at * esize, (int) n,
+                                           d->origin_datatype, addr + at * esize, (int) n,
+                                           d->target_datatype, d->op);
+        acc_exit(t->ctl);
+    }
+    return mpi_errno;
+}
+
 /* Accumulate, get_accumulate (into d->result_addr first) and fetch_and_op, applied at the
  * target's memory under its mutex. */
 int MPIDI_AMLAPI_shm_acc(const MPIDI_AMLAPI_rma_desc_t * d)
@@ -768,6 +795,14 @@ int MPIDI_AMLAPI_shm_acc(const MPIDI_AMLAPI_rma_desc_t * d)
                                 fetch ? d->result_addr : NULL, d->result_count,
                                 d->result_datatype, addr, d->target_count, d->target_datatype,
                                 bytes, d->op);
+        MPIR_ERR_CHECK(mpi_errno);
+        pv_acc++;
+    } else if (bytes > ACC_PIECE &&
+               MPIDI_AMLAPI_same_basic(d->origin_datatype, d->origin_count, d->target_datatype,
+                                       d->target_count) &&
+               (!fetch || MPIDI_AMLAPI_same_basic(d->target_datatype, d->target_count,
+                                                  d->result_datatype, d->result_count))) {
+        mpi_errno = acc_pieces(t, d, addr, fetch);
         MPIR_ERR_CHECK(mpi_errno);
         pv_acc++;
     } else if (bytes > 0) {

@@ -121,10 +121,38 @@ typedef struct am_op {
     MPI_Aint rcount;
     MPI_Datatype rdt;
     am_group_t *grp;            /* a piece of a larger accumulate */
+    uint64_t two[4];            /* compare_and_swap: origin then compare value, when they fit */
 } am_op_t;
 
 #define OPS_HASH 256
 static am_op_t *ops[OPS_HASH];
+/* finished records kept for the next operations: an atomic's round trip is a third of a
+ * microsecond on a node, where calloc and free cost a noticeable part */
+#define OPS_SPARE 64
+static am_op_t *spare;
+static int nspare;
+
+static am_op_t *op_alloc(void)
+{
+    am_op_t *o = spare;
+    if (!o)
+        return MPL_calloc(1, sizeof(*o), MPL_MEM_RMA);
+    spare = o->next;
+    nspare--;
+    memset(o, 0, sizeof(*o));
+    return o;
+}
+
+static void op_release(am_op_t * o)
+{
+    if (nspare >= OPS_SPARE) {
+        MPL_free(o);
+        return;
+    }
+    o->next = spare;
+    spare = o;
+    nspare++;
+}
 static uint64_t next_id = 1;
 static MPI_Aint inline_max;     /* largest header + data of aml_amsend_small, -1: none */
 /* Largest accumulate data in one native message: what goes eager. A larger message may go by
@@ -222,7 +250,7 @@ static void op_finish(am_op_t * o)
         MPID_Request_complete(o->req);
     if (o->grp)
         group_release(o->grp);
-    MPL_free(o);
+    op_release(o);
 }
 
 /* an operation that failed before it was sent */
@@ -677,6 +705,12 @@ int MPIDI_AMLAPI_rma_am_init(void)
 
 void MPIDI_AMLAPI_rma_am_finalize(void)
 {
+    while (spare) {
+        am_op_t *o = spare;
+        spare = o->next;
+        MPL_free(o);
+    }
+    nspare = 0;
     for (int b = 0; b < TDT_HASH; b++) {
         while (have_tab[b]) {
             tdt_have_t *t = (tdt_have_t *) have_tab[b];
@@ -843,7 +877,7 @@ static int new_op(MPIR_Win * win, const am_plan_t * p, uint8_t want, MPIR_Reques
                   am_op_t ** op)
 {
     int mpi_errno = MPI_SUCCESS;
-    am_op_t *o = MPL_calloc(1, sizeof(*o), MPL_MEM_RMA);
+    am_op_t *o = op_alloc();
     MPIR_ERR_CHKANDJUMP(!o, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
     o->w = MPIDI_AMLAPI_WIN(win);
     o->peer = p->peer;
@@ -1266,11 +1300,15 @@ int MPIDI_AMLAPI_am_cas(const MPIDI_AMLAPI_rma_desc_t * d)
     MPIR_ERR_CHECK(mpi_errno);
     o->acc = 1;
     /* origin then compare value, one buffer the op owns */
-    two = MPL_malloc(2 * p.bytes, MPL_MEM_RMA);
-    MPIR_ERR_CHKANDJUMP(!two, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+    if (2 * p.bytes <= sizeof(o->two)) {
+        two = (char *) o->two;
+    } else {
+        two = MPL_malloc(2 * p.bytes, MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!two, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
+        o->tmp = two;
+    }
     memcpy(two, d->origin_addr, p.bytes);
     memcpy(two + p.bytes, d->compare_addr, p.bytes);
-    o->tmp = two;
     o->bytes = p.bytes;
     o->dst = d->result_addr;
     mpi_errno = send_op(d->win, o, &h, &p, two, 2 * p.bytes);

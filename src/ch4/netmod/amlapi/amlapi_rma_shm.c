@@ -417,6 +417,34 @@ static int passive_check(MPIR_Win * win)
     return MPI_SUCCESS;
 }
 
+/* A flush of a window that is not a shared-memory one, when MPIDIG has nothing of its own
+ * outstanding to the target: its checks, then amlapi's operations complete. MPIDIG's flush
+ * ends with one more pass of the progress engine after they have (MPICH's
+ * MPIR_CVAR_CH4_RMA_AM_PROGRESS_INTERVAL); here the wait for them is that pass. */
+static int flush_native(int rank, MPIR_Win * win, int local)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDIG_win_target_t *t;
+
+    MPIDIG_EPOCH_CHECK_PASSIVE(win, mpi_errno, return mpi_errno);
+    t = MPIDIG_win_target_find(win, rank);
+    if (t && (MPIR_cc_get(t->local_cmpl_cnts) != 0 || MPIR_cc_get(t->remote_cmpl_cnts) != 0 ||
+              MPIR_cc_get(t->remote_acc_cmpl_cnts) != 0))
+        return local ? MPIDIG_mpi_win_flush_local(rank, win) : MPIDIG_mpi_win_flush(rank, win);
+    if (t && MPIDIG_WIN(win, sync).access_epoch_type == MPIDIG_EPOTYPE_LOCK)
+        MPIDIG_EPOCH_CHECK_TARGET_LOCK(t, mpi_errno, return mpi_errno);
+    /* every flush makes progress at least once, as MPIDIG's does: a rank that spins on
+     * operations to itself (complete at once) must still apply what others send it */
+    if (MPIDI_AMLAPI_WIN(win) && MPIDI_AMLAPI_WIN(win)->issued != MPIDI_AMLAPI_WIN(win)->done)
+        mpi_errno = MPIDI_AMLAPI_rma_wait(win);
+    else
+        mpi_errno = MPID_Progress_test(NULL);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
 /* Operations on a shared-memory window are complete when they return: a flush orders them
  * before what this rank does next, nothing more. */
 int MPIDI_AMLAPI_win_flush(int rank, MPIR_Win * win, int local)
@@ -425,7 +453,7 @@ int MPIDI_AMLAPI_win_flush(int rank, MPIR_Win * win, int local)
     struct MPIDI_AMLAPI_shmwin *s = shmwin(win);
 
     if (!s)
-        return local ? MPIDIG_mpi_win_flush_local(rank, win) : MPIDIG_mpi_win_flush(rank, win);
+        return flush_native(rank, win, local);
     mpi_errno = passive_check(win);
     if (mpi_errno == MPI_SUCCESS && MPIDIG_WIN(win, sync).access_epoch_type ==
         MPIDIG_EPOTYPE_LOCK && !s->t[rank].held)

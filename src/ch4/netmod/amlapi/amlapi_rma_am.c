@@ -883,12 +883,8 @@ static int new_op(MPIR_Win * win, const am_plan_t * p, uint8_t want, MPIR_Reques
     o->peer = p->peer;
     o->want = want;
     o->lock_rank = -1;
-    if (request) {
-        /* one reference for the user, one for the completion */
-        o->req = MPIR_Request_create_from_pool(MPIR_REQUEST_KIND__RMA, 0, 2);
-        MPIR_ERR_CHKANDSTMT(!o->req, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail, "**nomemreq");
-        *request = o->req;
-    }
+    mpi_errno = MPIDI_AMLAPI_rma_request(request, &o->req);
+    MPIR_ERR_CHECK(mpi_errno);
     *op = o;
   fn_exit:
     return mpi_errno;
@@ -1155,14 +1151,10 @@ static int acc_pieces(const MPIDI_AMLAPI_rma_desc_t * d, const am_plan_t * p)
     g = MPL_calloc(1, sizeof(*g), MPL_MEM_RMA);
     MPIR_ERR_CHKANDJUMP(!g, mpi_errno, MPI_ERR_NO_MEM, "**nomem");
     g->left = 1;
-    if (d->request) {
-        /* one reference for the user, one for the completion */
-        g->req = MPIR_Request_create_from_pool(MPIR_REQUEST_KIND__RMA, 0, 2);
-        if (!g->req) {
-            MPL_free(g);
-            MPIR_ERR_SETANDJUMP(mpi_errno, MPIX_ERR_NOREQ, "**nomemreq");
-        }
-        *d->request = g->req;
+    mpi_errno = MPIDI_AMLAPI_rma_request(d->request, &g->req);
+    if (mpi_errno) {
+        MPL_free(g);
+        goto fn_fail;
     }
     {
         am_op_t packed = { 0 };

@@ -288,22 +288,6 @@ int MPIDI_AMLAPI_rma_cmpl(MPIR_Win * win)
     return MPIDI_AMLAPI_rma_wait(win);
 }
 
-static int new_req(MPIR_Request ** request, MPIR_Request ** req)
-{
-    int mpi_errno = MPI_SUCCESS;
-    *req = NULL;
-    if (!request)
-        return MPI_SUCCESS;
-    /* one reference for the user, one for the completion */
-    *req = MPIR_Request_create_from_pool(MPIR_REQUEST_KIND__RMA, 0, 2);
-    MPIR_ERR_CHKANDSTMT(*req == NULL, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail, "**nomemreq");
-    *request = *req;
-  fn_exit:
-    return mpi_errno;
-  fn_fail:
-    goto fn_exit;
-}
-
 /* How an operation goes: *generic when MPIDIG does it (no direct access to the target, a
  * non-contiguous target, or few bytes to another rank: an active message costs less there,
  * aml_xkey_threshold); else the bytes and, once the epoch is checked, the target address. */
@@ -365,7 +349,7 @@ static int new_op(struct MPIDI_AMLAPI_win *w, MPIR_Request ** request, int origi
     int mpi_errno = MPI_SUCCESS;
     MPIR_Request *req;
     *op = NULL;
-    mpi_errno = new_req(request, &req);
+    mpi_errno = MPIDI_AMLAPI_rma_request(request, &req);
     MPIR_ERR_CHECK(mpi_errno);
     if (origin_contig && !req)
         goto fn_exit;

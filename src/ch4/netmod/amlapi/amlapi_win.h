@@ -141,4 +141,22 @@ int MPIDI_AMLAPI_am_cas(const MPIDI_AMLAPI_rma_desc_t * d);
 void MPIDI_AMLAPI_pscw_free(struct MPIDI_AMLAPI_win *w);
 void MPIDI_AMLAPI_pscw_pvars(void);
 
+/* The request of a request-based operation (MPI_Rput & co.; request NULL: none, *req NULL):
+ * one reference for the user, one for the completion. */
+MPL_STATIC_INLINE_PREFIX int MPIDI_AMLAPI_rma_request(MPIR_Request ** request,
+                                                      MPIR_Request ** req)
+{
+    int mpi_errno = MPI_SUCCESS;
+    *req = NULL;
+    if (!request)
+        return MPI_SUCCESS;
+    *req = MPIR_Request_create_from_pool(MPIR_REQUEST_KIND__RMA, 0, 2);
+    MPIR_ERR_CHKANDSTMT(*req == NULL, mpi_errno, MPIX_ERR_NOREQ, goto fn_fail, "**nomemreq");
+    *request = *req;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
 #endif /* AMLAPI_WIN_H_INCLUDED */
